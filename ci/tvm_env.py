@@ -109,8 +109,9 @@ def site_packages(line: str) -> Path:
 
 
 def stamp_of(line: str, spec: dict) -> str:
+    installed = {key: spec[key] for key in ("tvm_wheel", "requirements")}
     payload = json.dumps(
-        {"spec": spec, "fixes": FIXES_VERSION if line == "legacy" else 0, "py": sys.version[:4]},
+        {"spec": installed, "fixes": FIXES_VERSION if line == "legacy" else 0, "py": sys.version[:4]},
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()

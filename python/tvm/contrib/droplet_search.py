@@ -275,7 +275,7 @@ class DropletSearch:
         self._round: List[Point] = []
         self._consecutive_failures = 0
         self._walk: Iterator[Point] = self._neighbourhood(self.centre)
-        self._exhausted = False
+        self._lookahead: Optional[Point] = None
 
     # ------------------------------------------------------------------ space
     def _check_in_box(self, point: Point, what: str) -> None:
@@ -344,7 +344,7 @@ class DropletSearch:
             return True
         if self.centre not in self.measured:
             return False
-        if self._exhausted:
+        if self._peek() is None:
             self._finish("the neighbourhood of the best point is exhausted")
             return True
         return False
@@ -386,15 +386,25 @@ class DropletSearch:
             self._take(self.centre)
             batch.append(self.centre)
         while len(batch) < count:
-            point = next(self._walk, None)
+            point = self._peek()
             if point is None:
-                self._exhausted = True
                 break
-            if point in self.measured or point in self._outstanding or not self.is_valid(point):
-                continue
+            self._lookahead = None
             self._take(point)
             batch.append(point)
         return batch
+
+    def _peek(self) -> Optional[Point]:
+        """The next point the walk would propose, without proposing it."""
+        while True:
+            if self._lookahead is None:
+                self._lookahead = next(self._walk, None)
+                if self._lookahead is None:
+                    return None
+            point = self._lookahead
+            if point not in self.measured and point not in self._outstanding and self.is_valid(point):
+                return point
+            self._lookahead = None
 
     def tell(self, point: Sequence[int], costs: Optional[Sequence[float]]) -> None:
         """Report the measurement of a point returned by :meth:`ask`.
@@ -460,7 +470,7 @@ class DropletSearch:
     def _move(self, point: Point) -> None:
         self.centre = point
         self._walk = self._neighbourhood(point)
-        self._exhausted = False
+        self._lookahead = None
         self.moves += 1
 
     def _decide(self) -> None:
