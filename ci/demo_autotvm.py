@@ -26,7 +26,6 @@ after checking the tuned kernel against numpy.
 """
 import argparse
 import logging
-import platform
 import sys
 import tempfile
 import time
@@ -35,49 +34,30 @@ from pathlib import Path
 import numpy as np
 
 import tvm
-from tvm import autotvm, te
+from tvm import autotvm
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.workloads import (  # pylint: disable=wrong-import-position
+    host_target_string,
+    matmul_flops,
+    matmul_task,
+    matmul_template,
+    run_matmul_module,
+)
 
 
-def host_target() -> tvm.target.Target:
-    """The host CPU, named: the legacy build's LLVM defaults to another triple and to SSE."""
-    cpu = tvm.target.codegen.llvm_get_system_cpu()
-    return tvm.target.Target(f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}")
-
-
-@autotvm.template("droplet_demo/matmul")
-def matmul(size: int, dtype: str):
-    """A tiled matmul template: three splits and a loop order."""
-    lhs = te.placeholder((size, size), name="A", dtype=dtype)
-    rhs = te.placeholder((size, size), name="B", dtype=dtype)
-    k = te.reduce_axis((0, size), name="k")
-    out = te.compute((size, size), lambda i, j: te.sum(lhs[i, k] * rhs[k, j], axis=k), name="C")
-    schedule = te.create_schedule(out.op)
-    row, col = schedule[out].op.axis
-    (red,) = schedule[out].op.reduce_axis
-    cfg = autotvm.get_config()
-    cfg.define_split("tile_i", row, num_outputs=2)
-    cfg.define_split("tile_j", col, num_outputs=2)
-    cfg.define_split("tile_k", red, num_outputs=2)
-    cfg.define_knob("vectorize", [0, 1])
-    row_outer, row_inner = cfg["tile_i"].apply(schedule, out, row)
-    col_outer, col_inner = cfg["tile_j"].apply(schedule, out, col)
-    red_outer, red_inner = cfg["tile_k"].apply(schedule, out, red)
-    schedule[out].reorder(row_outer, col_outer, red_outer, row_inner, red_inner, col_inner)
-    if cfg["vectorize"].val:
-        schedule[out].vectorize(col_inner)
-    return schedule, [lhs, rhs, out]
-
-
-def gflops(module, size: int, dtype: str, dev) -> float:
+def gflops(module, shape, dev) -> float:
     """Run ``module``, check it against numpy and return its GFLOPS (median of repeats)."""
-    rng = np.random.default_rng(0)
-    a_np = rng.standard_normal((size, size)).astype(dtype)
-    b_np = rng.standard_normal((size, size)).astype(dtype)
-    args = [tvm.nd.array(a_np, dev), tvm.nd.array(b_np, dev), tvm.nd.empty((size, size), dtype, dev)]
-    module(*args)
-    np.testing.assert_allclose(args[2].numpy(), a_np @ b_np, rtol=1e-3, atol=1e-3)
+    result, reference = run_matmul_module(module, shape, dev)
+    np.testing.assert_allclose(result, reference, rtol=1e-3, atol=1e-3)
+    rows, reduction, cols = shape
+    args = [
+        tvm.nd.empty((rows, reduction), "float32", dev),
+        tvm.nd.empty((reduction, cols), "float32", dev),
+        tvm.nd.empty((rows, cols), "float32", dev),
+    ]
     timer = module.time_evaluator(module.entry_name, dev, number=3, repeat=5)
-    return 2.0 * size**3 / float(np.median(timer(*args).results)) / 1e9
+    return matmul_flops(shape) / float(np.median(timer(*args).results)) / 1e9
 
 
 def main() -> int:
@@ -87,16 +67,16 @@ def main() -> int:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
     logging.getLogger("autotvm").setLevel(logging.INFO)
-    dtype = "float32"
-    target = host_target()
+    shape = (args.size, args.size, args.size)
+    target = tvm.target.Target(host_target_string())
     dev = tvm.cpu()
-    task = autotvm.task.create("droplet_demo/matmul", args=(args.size, dtype), target=target)
+    task = matmul_task(*shape, target)
     print(f"TVM {tvm.__version__}, target {target}")
     print(f"task {task.name}{task.args}: {len(task.config_space)} configurations")
 
     with tvm.target.Target(target):
         schedule, tensors = task.func(*task.args)  # fallback config: the untuned program
-    untuned = gflops(tvm.build(schedule, tensors, target=target), args.size, dtype, dev)
+    untuned = gflops(tvm.build(schedule, tensors, target=target), shape, dev)
 
     measure = autotvm.measure_option(
         builder=autotvm.LocalBuilder(timeout=60),
@@ -114,12 +94,12 @@ def main() -> int:
         elapsed = time.time() - start
         with autotvm.apply_history_best(log):
             with tvm.target.Target(target):
-                schedule, tensors = matmul(args.size, dtype)
-                tuned = gflops(tvm.build(schedule, tensors, target=target), args.size, dtype, dev)
+                schedule, tensors = matmul_template(*shape, "float32")
+                tuned = gflops(tvm.build(schedule, tensors, target=target), shape, dev)
         measured = sum(1 for _ in open(log))
     print(f"DropletTuner: {measured} measurements in {elapsed:.1f} s")
-    print(f"untuned GFLOPS:    {untuned:8.2f}")
-    print(f"best tuned GFLOPS: {tuned:8.2f}  ({tuned / untuned:.1f}x, checked against numpy)")
+    print(f"untuned GFLOPS (fallback configuration): {untuned:8.2f}")
+    print(f"best tuned GFLOPS:                       {tuned:8.2f}  ({tuned / untuned:.1f}x, checked against numpy)")
     return 0
 
 

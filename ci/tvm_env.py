@@ -84,7 +84,7 @@ def venv_root() -> Path:
 
 def line_spec(line: str) -> dict:
     lines = tvm_overlay.load_lines()
-    known = [name for name in lines if name != "flavors"]
+    known = [name for name in lines if name not in ("flavors", "benchmarks")]
     if line not in known:
         raise EnvError(f"unknown line {line!r}; ci/lines.toml defines: {', '.join(known)}")
     return lines[line]
@@ -167,6 +167,7 @@ def setup(line: str, quiet: bool = False) -> Path:
     stamp = stamp_of(line, spec)
     stamp_file = venv_dir(line) / "tvm-droplet-stamp"
     if stamp_file.is_file() and stamp_file.read_text() == stamp and venv_python(line).exists():
+        install_benchmark_requirements(line)
         if not quiet:
             print(f"[tvm_env] {line}: {venv_dir(line)} is up to date", flush=True)
         return venv_python(line)
@@ -192,7 +193,19 @@ def setup(line: str, quiet: bool = False) -> Path:
         raise EnvError(f"the {line} environment was built but `import tvm` fails:\n{check.stderr}")
     print(f"[tvm_env] {line}: TVM {check.stdout.strip()} ready", flush=True)
     stamp_file.write_text(stamp)
+    install_benchmark_requirements(line)
     return venv_python(line)
+
+
+def install_benchmark_requirements(line: str) -> None:
+    """Add the benchmarks' plotting packages (their own stamp: no TVM reinstall)."""
+    requirements = tvm_overlay.load_lines().get("benchmarks", {}).get("requirements", [])
+    stamp = hashlib.sha256(json.dumps(requirements).encode()).hexdigest()
+    stamp_file = venv_dir(line) / "tvm-droplet-benchmarks-stamp"
+    if stamp_file.is_file() and stamp_file.read_text() == stamp:
+        return
+    pip(line, "install", "--quiet", *requirements)
+    stamp_file.write_text(stamp)
 
 
 def require_venv(line: str) -> None:

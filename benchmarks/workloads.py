@@ -1,0 +1,166 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Workloads of the benchmarks and demos: AutoTVM templates, shapes and numpy references.
+
+The shapes are those of the Droplet Search papers (see ``../shared/UPSTREAM.md``):
+matmul N, L, M = 1000, 800, 700 and a ResNet-18 conv2d layer.
+"""
+import platform
+import time
+from typing import Callable, Sequence, Tuple
+
+import numpy as np
+
+import tvm
+from tvm import autotvm, te
+
+# Loop orders of the matmul template's inner loops (row, reduction, column).
+MATMUL_ORDERS = ("ik j", "ki j", "i jk", "k ij")
+
+RESNET18_CONV = {"batch": 1, "channels": 64, "size": 56, "filters": 64, "kernel": 3, "pad": 1}
+
+
+def host_target_string() -> str:
+    """The host CPU as an ``llvm`` target string with the triple and CPU spelled out.
+
+    The legacy build's LLVM defaults to a riscv64 triple, and a target without
+    ``-mcpu`` gets SSE-only code: both are named explicitly.
+    """
+    cpu = tvm.target.codegen.llvm_get_system_cpu()
+    return f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}"
+
+
+@autotvm.template("droplet_bench/matmul")
+def matmul_template(rows: int, reduction: int, cols: int, dtype: str):
+    """Tiled matmul ``C[rows, cols] = A[rows, reduction] @ B[reduction, cols]``.
+
+    Knobs: a two-level split of each loop, the order of the inner loops and
+    whether the innermost column loop is vectorized.
+    """
+    lhs = te.placeholder((rows, reduction), name="A", dtype=dtype)
+    rhs = te.placeholder((reduction, cols), name="B", dtype=dtype)
+    k = te.reduce_axis((0, reduction), name="k")
+    out = te.compute((rows, cols), lambda i, j: te.sum(lhs[i, k] * rhs[k, j], axis=k), name="C")
+    schedule = te.create_schedule(out.op)
+    row, col = schedule[out].op.axis
+    (red,) = schedule[out].op.reduce_axis
+    cfg = autotvm.get_config()
+    cfg.define_split("tile_i", row, num_outputs=2)
+    cfg.define_split("tile_j", col, num_outputs=2)
+    cfg.define_split("tile_k", red, num_outputs=2)
+    cfg.define_knob("order", list(range(len(MATMUL_ORDERS))))
+    cfg.define_knob("vectorize", [0, 1])
+    row_outer, row_inner = cfg["tile_i"].apply(schedule, out, row)
+    col_outer, col_inner = cfg["tile_j"].apply(schedule, out, col)
+    red_outer, red_inner = cfg["tile_k"].apply(schedule, out, red)
+    inner = {"i": row_inner, "k": red_inner, "j": col_inner}
+    order = MATMUL_ORDERS[cfg["order"].val].replace(" ", "")
+    schedule[out].reorder(row_outer, col_outer, red_outer, *(inner[name] for name in order))
+    if cfg["vectorize"].val:
+        schedule[out].vectorize(inner[order[-1]])
+    return schedule, [lhs, rhs, out]
+
+
+def matmul_task(rows: int, reduction: int, cols: int, target: str) -> autotvm.task.Task:
+    """The AutoTVM task of :func:`matmul_template` in float32."""
+    return autotvm.task.create(
+        "droplet_bench/matmul", args=(rows, reduction, cols, "float32"), target=target
+    )
+
+
+def conv2d_task(target: str, spec: dict = None) -> autotvm.task.Task:
+    """TVM's own x86 ``conv2d_NCHWc`` template on a ResNet-18 layer (float32, NCHW)."""
+    spec = spec or RESNET18_CONV
+    data = ("TENSOR", (spec["batch"], spec["channels"], spec["size"], spec["size"]), "float32")
+    kernel = ("TENSOR", (spec["filters"], spec["channels"], spec["kernel"], spec["kernel"]), "float32")
+    pad = spec["pad"]
+    return autotvm.task.create(
+        "conv2d_NCHWc.x86",
+        args=(data, kernel, (1, 1), (pad, pad, pad, pad), (1, 1), "NCHW", "NCHW", "float32"),
+        target=target,
+    )
+
+
+def median_seconds(function: Callable[[], object], repeats: int = 7, min_seconds: float = 0.05) -> float:
+    """Median wall time of ``function`` over ``repeats`` batches of at least ``min_seconds``."""
+    function()
+    samples = []
+    for _ in range(repeats):
+        calls, start = 0, time.perf_counter()
+        while True:
+            function()
+            calls += 1
+            elapsed = time.perf_counter() - start
+            if elapsed >= min_seconds:
+                break
+        samples.append(elapsed / calls)
+    return float(np.median(samples))
+
+
+def numpy_matmul_seconds(rows: int, reduction: int, cols: int) -> float:
+    """Median time of the same matmul in numpy (OpenBLAS) on this machine."""
+    rng = np.random.default_rng(0)
+    lhs = rng.standard_normal((rows, reduction)).astype("float32")
+    rhs = rng.standard_normal((reduction, cols)).astype("float32")
+    return median_seconds(lambda: lhs @ rhs)
+
+
+def conv2d_im2col(data: np.ndarray, kernel: np.ndarray, pad: int) -> np.ndarray:
+    """Stride-1 NCHW conv2d as im2col + one OpenBLAS matmul."""
+    batch, channels, height, width = data.shape
+    filters, _, size, _ = kernel.shape
+    padded = np.pad(data, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    out_h, out_w = height + 2 * pad - size + 1, width + 2 * pad - size + 1
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (size, size), axis=(2, 3))
+    columns = windows.transpose(0, 2, 3, 1, 4, 5).reshape(batch * out_h * out_w, -1)
+    result = columns @ kernel.reshape(filters, -1).T
+    return result.reshape(batch, out_h, out_w, filters).transpose(0, 3, 1, 2)
+
+
+def numpy_conv2d_seconds(spec: dict = None) -> float:
+    """Median time of the same conv2d in numpy (im2col + OpenBLAS) on this machine."""
+    spec = spec or RESNET18_CONV
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal(
+        (spec["batch"], spec["channels"], spec["size"], spec["size"])
+    ).astype("float32")
+    kernel = rng.standard_normal(
+        (spec["filters"], spec["channels"], spec["kernel"], spec["kernel"])
+    ).astype("float32")
+    return median_seconds(lambda: conv2d_im2col(data, kernel, spec["pad"]))
+
+
+def matmul_flops(shape: Sequence[int]) -> float:
+    rows, reduction, cols = shape
+    return 2.0 * rows * reduction * cols
+
+
+def conv2d_flops(spec: dict = None) -> float:
+    spec = spec or RESNET18_CONV
+    out = spec["size"] + 2 * spec["pad"] - spec["kernel"] + 1
+    return 2.0 * spec["batch"] * spec["filters"] * out * out * spec["channels"] * spec["kernel"] ** 2
+
+
+def run_matmul_module(module, shape: Tuple[int, int, int], dev) -> Tuple[np.ndarray, np.ndarray]:
+    """Run a built matmul; returns (TVM result, numpy reference)."""
+    rows, reduction, cols = shape
+    rng = np.random.default_rng(0)
+    lhs = rng.standard_normal((rows, reduction)).astype("float32")
+    rhs = rng.standard_normal((reduction, cols)).astype("float32")
+    out = tvm.nd.empty((rows, cols), "float32", dev)
+    module(tvm.nd.array(lhs, dev), tvm.nd.array(rhs, dev), out)
+    return out.numpy(), lhs @ rhs
