@@ -1,0 +1,79 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The environment tool (ci/tvm_env.py): idempotence and bad invocations."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[3]
+LINE = os.environ.get("TVM_DROPLET_LINE", "modern")
+
+
+def tvm_env(*args: str, repo: Path = REPO, venvs: Path = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    if venvs is not None:
+        env["TVM_DROPLET_VENVS"] = str(venvs)
+    return subprocess.run(
+        [sys.executable, str(repo / "ci" / "tvm_env.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=600,
+    )
+
+
+def test_second_setup_installs_nothing():
+    result = tvm_env("setup", LINE)
+    assert result.returncode == 0, result.stderr
+    assert "is up to date" in result.stdout
+    assert "pip" not in result.stdout
+
+
+def test_unknown_line_names_the_known_ones():
+    result = tvm_env("setup", "ancient")
+    assert result.returncode == 2
+    assert "unknown line 'ancient'" in result.stderr
+    assert "legacy, modern" in result.stderr
+
+
+def test_missing_venv_says_how_to_create_it(tmp_path):
+    result = tvm_env("apply", "legacy", venvs=tmp_path)
+    assert result.returncode == 2
+    assert "no legacy environment" in result.stderr
+    assert "python3 ci/tvm_env.py setup legacy" in result.stderr
+
+
+def test_broken_pin_points_at_lines_toml(tmp_path):
+    repo = tmp_path / "repo"
+    shutil.copytree(REPO / "ci", repo / "ci", ignore=shutil.ignore_patterns("__pycache__"))
+    lines = repo / "ci" / "lines.toml"
+    text = lines.read_text()
+    assert '"scipy==1.17.1"' in text
+    lines.write_text(text.replace('"scipy==1.17.1"', '"scipy==0.0.1"'))
+    result = tvm_env("setup", "modern", repo=repo, venvs=tmp_path / "venvs")
+    assert result.returncode == 2
+    assert "pip failed for line 'modern'" in result.stderr
+    assert "ci/lines.toml" in result.stderr
+
+
+def test_run_without_a_command():
+    result = tvm_env("run", LINE)
+    assert result.returncode == 2
+    assert "run needs a command" in result.stderr
