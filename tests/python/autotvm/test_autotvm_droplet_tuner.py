@@ -1,0 +1,426 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Test the Droplet Search tuner of AutoTVM.
+
+The algorithm tests drive the real Tuner API (``has_next`` / ``next_batch`` /
+``update``, as ``Tuner.tune`` does) over the config spaces of real tasks, with
+a deterministic cost of each config's knob-index vector instead of a hardware
+measurement.  The integration tests measure real kernels with ``LocalBuilder``
+and ``LocalRunner``.
+"""
+import inspect
+import random
+import sys
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import tvm
+import tvm.testing
+from tvm import autotvm, te
+from tvm.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
+from tvm.autotvm.tuner import DropletTuner
+
+# The legacy build's LLVM defaults to riscv64: name the host triple.
+TARGET = "llvm -mtriple=x86_64-linux-gnu"
+
+# The builder's worker processes cannot import this test module by name: send
+# the templates defined here by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+def inner_tile_area(entity):
+    """The product of the inner tile lengths of the row and column splits."""
+    return entity["tile_y"].size[-1] * entity["tile_x"].size[-1]
+
+
+@autotvm.template("test_droplet_tuner/matmul")
+def matmul(size, space_kind):
+    """A square matmul with one split per axis; ``space_kind`` "filtered" adds filters."""
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    s = te.create_schedule(C.op)
+    y, x = s[C].op.axis
+    (k,) = s[C].op.reduce_axis
+
+    cfg = autotvm.get_config()
+    cfg.define_split("tile_y", y, num_outputs=2)
+    if space_kind == "filtered":
+        # A per-knob filter (shrinks the knob) and a cross-knob filter that
+        # rejects the origin (inner y and inner x of 1).
+        cfg.define_split("tile_x", x, num_outputs=2, filter=lambda entity: entity.size[-1] != 2)
+        cfg.multi_filter(filter=lambda entity: 2 <= inner_tile_area(entity) <= size)
+    else:
+        cfg.define_split("tile_x", x, num_outputs=2)
+    cfg.define_split("tile_k", k, num_outputs=2)
+
+    yo, yi = cfg["tile_y"].apply(s, C, y)
+    xo, xi = cfg["tile_x"].apply(s, C, x)
+    ko, ki = cfg["tile_k"].apply(s, C, k)
+    s[C].reorder(yo, xo, ko, ki, yi, xi)
+    return s, [A, B, C]
+
+
+@autotvm.template("test_droplet_tuner/add")
+def vector_add(size):
+    """A template without knobs."""
+    A = te.placeholder((size,), name="A")
+    B = te.placeholder((size,), name="B")
+    C = te.compute((size,), lambda i: A[i] + B[i], name="C")
+    autotvm.get_config()
+    return te.create_schedule(C.op), [A, B, C]
+
+
+def matmul_task(size=64, space_kind="plain"):
+    return autotvm.task.create(
+        "test_droplet_tuner/matmul", args=(size, space_kind), target=tvm.target.Target(TARGET)
+    )
+
+
+def bowl(task, optimum):
+    """Deterministic convex costs of a config, minimal at knob-index vector ``optimum``.
+
+    Three costs per config with a tiny fixed spread, so that the Welch test decides.
+    """
+    space = task.config_space
+
+    def costs(config):
+        knobs = space.point2knob(config.index)
+        base = 1.0 + sum((knob - best) ** 2 for knob, best in zip(knobs, optimum))
+        return tuple(base * (1.0 + 1e-3 * repeat) for repeat in range(3))
+
+    return costs
+
+
+def measure_result(costs):
+    """A MeasureResult as the runner reports it: ``None`` costs is a failed run."""
+    if costs is None:
+        error = RuntimeError("injected run failure")
+        return MeasureResult((str(error), error), MeasureErrorNo.RUNTIME_DEVICE, 0.0, 0.0)
+    return MeasureResult(costs, MeasureErrorNo.NO_ERROR, 0.0, 0.0)
+
+
+def drive(tuner, cost, batch_size, n_trial=None, callbacks=(), shuffle=None):
+    """Run ``tuner`` like ``Tuner.tune`` does, with deterministic costs.
+
+    Returns the config indices measured, in order.
+    """
+    n_trial = n_trial or tuner.task.config_space.range_length
+    measured = []
+    while len(measured) < n_trial and tuner.has_next():
+        configs = tuner.next_batch(min(batch_size, n_trial - len(measured)))
+        assert configs, "has_next() promised a config"
+        pairs = [
+            (MeasureInput(tuner.task.target, tuner.task, config), measure_result(cost(config)))
+            for config in configs
+        ]
+        measured.extend(config.index for config in configs)
+        if shuffle is not None:
+            shuffle(pairs)
+        inputs = [inp for inp, _ in pairs]
+        results = [res for _, res in pairs]
+        tuner.update(inputs, results)
+        for callback in callbacks:
+            callback(tuner, inputs, results)
+    return measured
+
+
+def test_constructor_keeps_upstream_defaults():
+    parameters = inspect.signature(DropletTuner).parameters
+    assert list(parameters)[:3] == ["task", "start_position", "pvalue"]
+    assert parameters["start_position"].default is None
+    assert parameters["pvalue"].default == 0.05
+    for name, parameter in list(parameters.items())[3:]:
+        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
+        assert parameter.default is None, name
+
+    task = matmul_task()
+    tuner = DropletTuner(task)
+    assert tuner.pvalue == 0.05
+    assert tuner.dims == [len(knob) for knob in task.config_space.space_map.values()]
+    assert tuner.batch_size is None
+    assert tuner.best_choice is None
+    assert tuner.has_next()
+    # The default start is the origin of the knob space: config 0.
+    assert [config.index for config in tuner.next_batch(1)] == [0]
+
+    # Positional arguments as upstream users pass them.
+    start = [1, 2, 3]
+    tuner = DropletTuner(task, start, 0.01)
+    assert tuner.pvalue == 0.01
+    first = tuner.next_batch(1)[0]
+    assert task.config_space.point2knob(first.index) == start
+
+
+def test_bad_arguments_are_named():
+    task = matmul_task()
+    with pytest.raises(ValueError, match="has 2 knob indices"):
+        DropletTuner(task, start_position=[0, 0])
+    with pytest.raises(ValueError, match="out of range on knob 1"):
+        DropletTuner(task, start_position=[0, 99, 0])
+    with pytest.raises(ValueError, match="batch_size"):
+        DropletTuner(task, batch_size=0)
+    with pytest.raises(ValueError, match="rejected by the config space's filter"):
+        DropletTuner(matmul_task(space_kind="filtered"), start_position=[0, 0, 0])
+
+
+@pytest.mark.parametrize("batch_size", [1, 4, 16])
+def test_bowl_cost_converges_to_its_optimum(batch_size):
+    task = matmul_task()
+    optimum = [5, 2, 4]
+    tuner = DropletTuner(task)
+    measured = drive(tuner, bowl(task, optimum), batch_size)
+
+    assert not tuner.has_next()
+    assert tuner.best_choice[1] == optimum
+    assert tuner.best_choice[0] == task.config_space.knob2point(optimum)
+    assert "exhausted" in tuner.search.stop_reason
+    assert len(measured) < task.config_space.range_length / 4, "the space was enumerated"
+
+
+@pytest.mark.parametrize("batch_size", [1, 5])
+def test_never_proposes_a_filtered_out_config(batch_size):
+    task = matmul_task(space_kind="filtered")
+    space = task.config_space
+    assert not space.is_index_valid(0), "the cross-knob filter rejects the origin"
+    assert all(entity.size[-1] != 2 for entity in space.space_map["tile_x"].entities)
+    optimum = space.point2knob(
+        max(index for index in range(space.range_length) if space.is_index_valid(index))
+    )
+    tuner = DropletTuner(task)
+    # The origin being rejected, the search starts at the lowest valid config.
+    first_valid = space.get_next_index(0)
+    assert tuner.next_batch(1)[0].index == first_valid
+    tuner = DropletTuner(task)
+    measured = drive(tuner, bowl(task, optimum), batch_size)
+
+    assert measured[0] == first_valid
+    assert all(space.is_index_valid(index) for index in measured)
+    assert tuner.visited.issubset(
+        {index for index in range(space.range_length) if space.is_index_valid(index)}
+    )
+    assert len(measured) == len(set(measured))
+
+
+@pytest.mark.parametrize("batch_size", [2, 7])
+def test_each_config_is_measured_once(batch_size):
+    task = matmul_task()
+
+    def costs(config):
+        """A plateau: most configs cost the same."""
+        value = 2.0 if config.index % 5 == 0 else 1.0
+        return (value, value)
+
+    tuner = DropletTuner(task)
+    measured = drive(tuner, costs, batch_size)
+    assert not tuner.has_next()
+    assert len(measured) == len(set(measured))
+    assert tuner.visited == set(measured)
+
+
+def test_failed_results_in_a_batch_never_become_best():
+    task = matmul_task()
+    space = task.config_space
+    optimum = [3, 3, 3]
+    clean_costs = bowl(task, optimum)
+
+    def failing(config):
+        """Every config with an odd knob sum fails to run, the optimum included."""
+        return sum(space.point2knob(config.index)) % 2 == 1
+
+    def costs(config):
+        return None if failing(config) else clean_costs(config)
+
+    tuner = DropletTuner(task, batch_size=6)
+    measured = drive(tuner, costs, 3, shuffle=random.Random(0).shuffle)
+
+    assert any(failing(space.get(index)) for index in measured)
+    best_index, _, best_costs = tuner.best_choice
+    assert not failing(space.get(best_index))
+    successful = [index for index in measured if not failing(space.get(index))]
+    assert best_index == min(successful, key=lambda index: clean_costs(space.get(index)))
+    assert best_costs == clean_costs(space.get(best_index))
+    assert len(measured) == len(set(measured))
+
+
+def test_all_failing_neighbourhood_stops_the_search():
+    task = matmul_task()
+    tuner = DropletTuner(task, failure_limit=3)
+    measured = drive(tuner, lambda config: None, 1)
+    assert not tuner.has_next()
+    assert len(measured) == 3
+    assert tuner.best_choice is None
+    assert "failed" in tuner.search.stop_reason
+
+
+def test_batch_size_is_respected():
+    task = matmul_task()
+    cost = bowl(task, [6, 6, 6])
+
+    # A round of 5 configs, handed out 2 at a time: the search moves only
+    # once the whole round is measured.
+    tuner = DropletTuner(task, batch_size=5)
+    handed = []
+    while len(handed) < 5:
+        configs = tuner.next_batch(2)
+        assert len(configs) == min(2, 5 - len(handed))
+        handed.extend(configs)
+        tuner.update(
+            [MeasureInput(task.target, task, config) for config in configs],
+            [measure_result(cost(config)) for config in configs],
+        )
+        if len(handed) < 5:
+            assert tuner.best_choice[0] == 0, "moved before the round was complete"
+    assert tuner.batch_size == 5
+    best = min(handed, key=cost)
+    assert best.index != 0 and tuner.best_choice[0] == best.index
+
+    # A smaller round caps the batch.
+    tuner = DropletTuner(task, batch_size=3)
+    assert len(tuner.next_batch(8)) == 3
+    assert tuner.batch_size == 3
+
+    # By default each batch is as large as the tuning loop asks.
+    tuner = DropletTuner(task)
+    assert len(drive_one(tuner, cost, 4)) == 4
+    assert len(drive_one(tuner, cost, 2)) == 2
+    assert tuner.batch_size is None
+
+
+def drive_one(tuner, cost, batch_size):
+    """Hand out and measure one batch."""
+    configs = tuner.next_batch(batch_size)
+    tuner.update(
+        [MeasureInput(tuner.task.target, tuner.task, config) for config in configs],
+        [measure_result(cost(config)) for config in configs],
+    )
+    return configs
+
+
+def test_resume_from_log_measures_nothing_twice(tmp_path):
+    log = str(tmp_path / "matmul.log")
+    task = matmul_task()
+    space = task.config_space
+    optimum = [5, 1, 4]
+    clean_costs = bowl(task, optimum)
+
+    def failing(config):
+        return space.point2knob(config.index)[2] == 1
+
+    def costs(config):
+        return None if failing(config) else clean_costs(config)
+
+
+    first = drive(
+        DropletTuner(task), costs, 4, n_trial=12, callbacks=[autotvm.callback.log_to_file(log)]
+    )
+    # Records of another task in the same log are not this task's history.
+    other_task = matmul_task(size=32)
+    other = drive(
+        DropletTuner(other_task),
+        bowl(other_task, [2, 2, 2]),
+        4,
+        n_trial=8,
+        callbacks=[autotvm.callback.log_to_file(log)],
+    )
+    with open(log) as stream:
+        logged_lines = stream.readlines()
+    assert len(logged_lines) == len(first) + len(other)
+
+    resumed = DropletTuner(matmul_task())
+    resumed.load_history(autotvm.record.load_from_file(log), min_seed_records=1)
+    assert resumed.visited == set(first)
+    best_logged = min(
+        (index for index in first if not failing(space.get(index))),
+        key=lambda index: clean_costs(space.get(index)),
+    )
+    assert resumed.best_choice[0] == best_logged
+
+    second = drive(resumed, costs, 4, callbacks=[autotvm.callback.log_to_file(log)])
+    assert second, "the search should go on from the best logged config"
+    assert not set(second) & set(first)
+    assert len(second) == len(set(second))
+    assert resumed.best_choice[1] == optimum
+    # The log was appended to, never rewritten.
+    with open(log) as stream:
+        assert stream.readlines()[: len(logged_lines)] == logged_lines
+
+
+def measure_option():
+    return autotvm.measure_option(
+        builder=autotvm.LocalBuilder(timeout=120),
+        runner=autotvm.LocalRunner(number=2, repeat=2, timeout=120),
+    )
+
+
+def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
+    log = str(tmp_path / "matmul.log")
+    size = 64
+    n_trial = 6
+
+    tuner = DropletTuner(matmul_task(size))
+    tuner.tune(
+        n_trial=n_trial,
+        measure_option=measure_option(),
+        callbacks=[autotvm.callback.progress_bar(n_trial), autotvm.callback.log_to_file(log)],
+    )
+    assert tuner.best_config is not None
+    # A second session resumes from the log and measures new configs only.
+    resumed = DropletTuner(matmul_task(size))
+    resumed.load_history(autotvm.record.load_from_file(log))
+    resumed.tune(
+        n_trial=n_trial,
+        measure_option=measure_option(),
+        callbacks=[autotvm.callback.log_to_file(log)],
+    )
+    records = list(autotvm.record.load_from_file(log))
+    indices = [inp.config.index for inp, _ in records]
+    assert len(indices) == 2 * n_trial
+    assert len(indices) == len(set(indices))
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+    fastest = min(records, key=lambda record: np.mean(record[1].costs))[0].config.index
+
+    target = tvm.target.Target(TARGET)
+    with autotvm.apply_history_best(log) as history:
+        assert history.query(target, matmul_task(size).workload).index == fastest
+        with target:
+            schedule, args = matmul(size, "plain")
+            kernel = tvm.build(schedule, args, target=target)
+    device = tvm.cpu()
+    a_np = np.random.uniform(size=(size, size)).astype("float32")
+    b_np = np.random.uniform(size=(size, size)).astype("float32")
+    c = tvm.nd.empty((size, size), "float32", device)
+    kernel(tvm.nd.array(a_np, device), tvm.nd.array(b_np, device), c)
+    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-5)
+
+
+def test_tune_task_without_knobs():
+    task = autotvm.task.create("test_droplet_tuner/add", args=(64,), target=TARGET)
+    assert task.config_space.range_length == 1
+    tuner = DropletTuner(task)
+    assert tuner.dims == []
+    tuner.tune(n_trial=4, measure_option=measure_option())
+    assert not tuner.has_next()
+    assert tuner.best_config.index == 0
+    assert tuner.best_choice[0] == 0 and tuner.best_choice[1] == []
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
