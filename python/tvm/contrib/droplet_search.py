@@ -52,7 +52,7 @@ is not proposed again, and never becomes the centre.
 """
 import logging
 import math
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 Point = Tuple[int, ...]
 """A point of the search space: one index per dimension."""
@@ -232,7 +232,7 @@ class DropletSearch:
     failure_limit : Optional[int]
         How many failed measurements in a row end the search.  Defaults to the
         size of a full radius-1 neighbourhood, ``2 * len(dims)`` (at least 1).
-    logger : Optional[logging.Logger]
+    logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
         Where to report moves and the reason the search finished.
     """
 
@@ -245,7 +245,7 @@ class DropletSearch:
         is_valid: Optional[Callable[[Point], bool]] = None,
         budget: Optional[int] = None,
         failure_limit: Optional[int] = None,
-        logger: Optional[logging.Logger] = None,
+        logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
     ):
         self.dims: Point = tuple(int(size) for size in dims)
         if any(size < 1 for size in self.dims):
