@@ -148,3 +148,35 @@ def test_installed_overlay_reapplies_and_restores(project, tmp_path):
     assert (site / "tvm/old.py").read_text() == "old = 1\n"
     assert not (site / "tvm/meta_schedule/thing.py").exists()
     assert not (site / "tvm/contrib/engine.py").exists()
+
+
+# Tests of this repository's own tooling and environments, never sent upstream.
+PROJECT_ONLY_TESTS = ("tests/python/ci/", "tests/python/environment/")
+
+
+def test_series_ships_every_tvm_file_of_the_repository():
+    """A module or TVM test missing from ci/series would never reach TVM or the patches.
+
+    A file may also be a flavor's rendering of a listed file (the modern copy of
+    a legacy test, kept so that the modern suite runs it): then it must be
+    byte-identical to that rendering.
+    """
+    patches = tvm_overlay.load_series(REPO)
+    listed = {name for patch in patches for name in patch.files}
+    rendered = {}
+    for flavor_name in ("legacy", "modern"):
+        flavor = tvm_overlay.Flavor(flavor_name, REPO)
+        for patch in patches:
+            if flavor_name in patch.flavors:
+                for name in patch.files:
+                    rendered[flavor.map_path(name)] = flavor.render(name)
+    modules = {path.relative_to(REPO).as_posix() for path in (REPO / "python").rglob("*.py")}
+    tests = {
+        path.relative_to(REPO).as_posix()
+        for path in (REPO / "tests" / "python").rglob("*.py")
+        if not path.relative_to(REPO).as_posix().startswith(PROJECT_ONLY_TESTS)
+    }
+    unlisted = sorted((modules | tests) - listed)
+    assert [name for name in unlisted if name not in rendered] == []
+    stale = [name for name in unlisted if (REPO / name).read_bytes() != rendered[name]]
+    assert stale == [], "re-render these files from their legacy source with the modern flavor"

@@ -1,0 +1,336 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The search space of a MetaSchedule trace: the decisions a post-optimizer may change.
+
+A tuning record stores the trace that produced its schedule.  Its sampling
+decisions and a few annotation values are the coordinates of a box of integer
+points (see :mod:`tvm.contrib.droplet_search`):
+
+- ``SamplePerfectTile``: one dimension per inner tile factor, ranging over the
+  divisors of the loop extent; the outermost factor is the extent divided by
+  the product of the inner ones, so only perfect factorizations within the
+  instruction's ``max_innermost_factor`` are valid points;
+- ``SampleCategorical``: one dimension over the indices of its candidates;
+- ``Annotate`` of an integer constant whose value changes the generated
+  program (maximum parallel extent, maximum vector length, unroll steps): one
+  dimension over a power-of-two ladder that contains the recorded value.
+
+A point is turned back into a schedule by replaying the trace (without the
+postprocessing part it was recorded with) with the point's decisions, checking
+that no decision was repaired on the way, and running the postprocessors
+again, exactly as MetaSchedule builds its own measure candidates.
+"""
+
+import logging
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tvm.ir import IRModule
+from tvm.tir.schedule import Instruction, Schedule, Trace
+
+from ..postproc import Postproc
+
+logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+
+Point = Tuple[int, ...]
+
+SAMPLE_PERFECT_TILE = "SamplePerfectTile"
+SAMPLE_CATEGORICAL = "SampleCategorical"
+ANNOTATE = "Annotate"
+ENTER_POSTPROC = "EnterPostproc"
+
+# Annotations MetaSchedule's postprocessors and lowering read to generate code;
+# others (``meta_schedule.tiling_structure``, thread-extent bounds, ...) only
+# describe or check a schedule, and changing them changes nothing.
+PROGRAM_ANNOTATIONS = (
+    "meta_schedule.parallel",
+    "meta_schedule.vectorize",
+    "meta_schedule.unroll_explicit",
+    "meta_schedule.unroll_implicit",
+    "pragma_auto_unroll_max_step",
+)
+
+# Replaying a trace whose decisions are all given draws no random number; the
+# fixed seed keeps the replay deterministic should a postprocessor sample.
+REPLAY_SEED = 1
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """One coordinate of a trace space.
+
+    Parameters
+    ----------
+    kind : str
+        ``SamplePerfectTile``, ``SampleCategorical`` or ``Annotate``.
+    instruction : int
+        The position of the instruction in the trace.
+    level : int
+        For a tile, the position of the factor in the decision (1 is the
+        factor right inside the outermost); 0 otherwise.
+    values : Tuple[int, ...]
+        The value at each index: a tile factor, a candidate index or an
+        annotation value.
+    """
+
+    kind: str
+    instruction: int
+    level: int
+    values: Tuple[int, ...]
+
+    def describe(self, index: int) -> str:
+        """A readable ``name=value`` of this dimension at ``index``."""
+        if self.kind == SAMPLE_PERFECT_TILE:
+            return f"tile#{self.instruction}[{self.level}]={self.values[index]}"
+        if self.kind == SAMPLE_CATEGORICAL:
+            return f"categorical#{self.instruction}={self.values[index]}"
+        return f"annotation#{self.instruction}={self.values[index]}"
+
+
+def divisors(extent: int) -> Tuple[int, ...]:
+    """The positive divisors of ``extent`` in ascending order."""
+    small, large = [], []
+    factor = 1
+    while factor * factor <= extent:
+        if extent % factor == 0:
+            small.append(factor)
+            if factor * factor != extent:
+                large.append(extent // factor)
+        factor += 1
+    return tuple(small + large[::-1])
+
+
+def annotation_ladder(value: int) -> Tuple[int, ...]:
+    """Candidate values of an annotation: powers of two around ``value``, and ``value``."""
+    top = max(3, int(value).bit_length() + 2)
+    return tuple(sorted({int(value)} | {1 << exponent for exponent in range(top + 1)}))
+
+
+def _as_int(value) -> int:
+    return int(value.value) if hasattr(value, "value") else int(value)
+
+
+def _dtype(value) -> str:
+    """The data type of an immediate (``dtype`` in older TVM, ``ty`` in newer TVM)."""
+    return str(getattr(value, "dtype", None) or getattr(value, "ty", ""))
+
+
+def _is_int_constant(value) -> bool:
+    """Whether an instruction input is an integer constant (not a random variable).
+
+    Older TVM records constants as ``IntImm``, newer TVM as ``IntImm`` or plain
+    Python ints.
+    """
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    immediate = getattr(value, "value", None)
+    return (
+        isinstance(immediate, int)
+        and not isinstance(immediate, bool)
+        and _dtype(value).startswith(("int", "uint"))
+    )
+
+
+def _with_value(constant, value: int):
+    """An integer constant like ``constant`` (same type and data type) holding ``value``."""
+    if isinstance(constant, int):
+        return value
+    return type(constant)(_dtype(constant), value)
+
+
+def _decision_value(decision):
+    """A sampling decision as plain Python: a tuple of ints (tile) or an int."""
+    if isinstance(decision, (list, tuple)) or hasattr(decision, "__len__"):
+        return tuple(_as_int(item) for item in decision)
+    return _as_int(decision)
+
+
+class TraceSpace:
+    """The decisions of one trace as a box of integer points.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace of a tuning record (its postprocessing part is ignored).
+    mod : IRModule
+        The workload the trace schedules.
+    postprocs : Sequence[Postproc]
+        The postprocessors of the tuning task, applied to every candidate.
+    """
+
+    def __init__(self, trace: Trace, mod: IRModule, postprocs: Sequence[Postproc]):
+        self.mod = mod
+        self.postprocs = list(postprocs)
+        self.instructions: List[Instruction] = []
+        for inst in trace.insts:
+            if inst.kind.name == ENTER_POSTPROC:
+                break
+            self.instructions.append(inst)
+        self.decisions: Dict[int, object] = {}
+        for index, inst in enumerate(self.instructions):
+            decision = trace.get_decision(inst)
+            if decision is not None:
+                self.decisions[index] = _decision_value(decision)
+        self.dimensions: List[Dimension] = []
+        start: List[int] = []
+        for index, inst in enumerate(self.instructions):
+            for dimension in self._dimensions_of(index, inst):
+                original = self._original_value(dimension)
+                if len(dimension.values) > 1:
+                    self.dimensions.append(dimension)
+                    start.append(dimension.values.index(original))
+        self.start: Point = tuple(start)
+
+    # ------------------------------------------------------------ building
+    def _dimensions_of(self, index: int, inst: Instruction) -> List[Dimension]:
+        kind = inst.kind.name
+        if kind == SAMPLE_PERFECT_TILE and index in self.decisions:
+            factors = self.decisions[index]
+            extent = 1
+            for factor in factors:
+                extent *= factor
+            values = divisors(extent)
+            return [
+                Dimension(SAMPLE_PERFECT_TILE, index, level, values)
+                for level in range(1, len(factors))
+            ]
+        if kind == SAMPLE_CATEGORICAL and index in self.decisions:
+            candidates = inst.attrs[0]
+            return [Dimension(SAMPLE_CATEGORICAL, index, 0, tuple(range(len(candidates))))]
+        if (
+            kind == ANNOTATE
+            and str(inst.attrs[0]) in PROGRAM_ANNOTATIONS
+            and _is_int_constant(inst.inputs[1])
+        ):
+            return [Dimension(ANNOTATE, index, 0, annotation_ladder(_as_int(inst.inputs[1])))]
+        return []
+
+    def _original_value(self, dimension: Dimension) -> int:
+        if dimension.kind == SAMPLE_PERFECT_TILE:
+            return self.decisions[dimension.instruction][dimension.level]
+        if dimension.kind == SAMPLE_CATEGORICAL:
+            return self.decisions[dimension.instruction]
+        return _as_int(self.instructions[dimension.instruction].inputs[1])
+
+    # ------------------------------------------------------------ points
+    @property
+    def dims(self) -> Tuple[int, ...]:
+        """The number of values of each dimension."""
+        return tuple(len(dimension.values) for dimension in self.dimensions)
+
+    def describe(self, point: Sequence[int]) -> str:
+        """A readable form of the values of ``point`` that differ from the start."""
+        changes = [
+            dimension.describe(index)
+            for dimension, index, origin in zip(self.dimensions, point, self.start)
+            if index != origin
+        ]
+        return ", ".join(changes) if changes else "the recorded schedule"
+
+    def decisions_of(self, point: Sequence[int]) -> Optional[Dict[int, object]]:
+        """The sampling decisions of ``point`` by instruction position.
+
+        Returns None when the tile factors of ``point`` are not a perfect
+        factorization within the instruction's ``max_innermost_factor``.
+        """
+        decisions = dict(self.decisions)
+        tiles: Dict[int, List[int]] = {}
+        for dimension, index in zip(self.dimensions, point):
+            value = dimension.values[index]
+            if dimension.kind == SAMPLE_PERFECT_TILE:
+                factors = tiles.setdefault(
+                    dimension.instruction, list(self.decisions[dimension.instruction])
+                )
+                factors[dimension.level] = value
+            elif dimension.kind == SAMPLE_CATEGORICAL:
+                decisions[dimension.instruction] = value
+        for position, factors in tiles.items():
+            original = self.decisions[position]
+            extent = 1
+            for factor in original:
+                extent *= factor
+            inner = 1
+            for factor in factors[1:]:
+                inner *= factor
+            if extent % inner != 0:
+                return None
+            max_innermost_factor = _as_int(self.instructions[position].attrs[1])
+            if max_innermost_factor > 0 and factors[-1] > max_innermost_factor:
+                return None
+            factors[0] = extent // inner
+            decisions[position] = tuple(factors)
+        return decisions
+
+    def trace_of(self, point: Sequence[int]) -> Optional[Trace]:
+        """The trace (without postprocessing) that ``point`` stands for, None if invalid."""
+        decisions = self.decisions_of(point)
+        if decisions is None:
+            return None
+        return self._trace(point, decisions)
+
+    def _trace(self, point: Sequence[int], decisions: Dict[int, object]) -> Trace:
+        annotations = {
+            dimension.instruction: dimension.values[index]
+            for dimension, index in zip(self.dimensions, point)
+            if dimension.kind == ANNOTATE
+        }
+        insts = []
+        for position, inst in enumerate(self.instructions):
+            if position in annotations:
+                value = _with_value(inst.inputs[1], annotations[position])
+                inst = Instruction(inst.kind, [inst.inputs[0], value], inst.attrs, inst.outputs)
+            insts.append(inst)
+        trace_decisions = {}
+        for position, decision in decisions.items():
+            trace_decisions[insts[position]] = (
+                list(decision) if isinstance(decision, tuple) else decision
+            )
+        return Trace(insts, trace_decisions)
+
+    def schedule(self, point: Sequence[int]) -> Optional[Schedule]:
+        """The postprocessed schedule of ``point``.
+
+        Returns None when the point is not a perfect tiling, when replaying the
+        trace fails or would change (repair) any of its decisions, or when a
+        postprocessor rejects the schedule.
+        """
+        decisions = self.decisions_of(point)
+        if decisions is None:
+            return None
+        sch = Schedule(self.mod, seed=REPLAY_SEED, debug_mask="none", error_render_level="none")
+        try:
+            self._trace(point, decisions).apply_to_schedule(sch, remove_postproc=True)
+        except Exception as error:  # pylint: disable=broad-except
+            # Schedule errors differ between TVM versions; any of them rejects the point.
+            logger.debug("Point %s does not replay: %s", point, error)
+            return None
+        replayed = sch.trace
+        got = [
+            _decision_value(replayed.get_decision(inst))
+            for inst in replayed.insts
+            if replayed.get_decision(inst) is not None
+        ]
+        if got != [decisions[position] for position in sorted(decisions)]:
+            logger.debug("Point %s was repaired on replay", point)
+            return None
+        sch.enter_postproc()
+        for postproc in self.postprocs:
+            if not postproc.apply(sch):
+                return None
+        return sch

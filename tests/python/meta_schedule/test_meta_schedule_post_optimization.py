@@ -1,0 +1,365 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Test the post-optimization of MetaSchedule tuning records with Droplet Search.
+
+Real tuning and real measurements of a small matmul on this CPU: the budgets
+are tiny, so that the file runs in a few minutes on a 2-core machine (builds
+use the post-optimizer's default builder, whose workers pre-import what every
+build of this TVM imports).
+"""
+
+import json
+import logging
+import re
+
+import numpy as np
+import pytest
+
+import tvm
+import tvm.meta_schedule as ms
+import tvm.testing
+from tvm import te
+from tvm.contrib.droplet_search import DropletSearch
+from tvm.meta_schedule.post_optimization import (
+    PostOpt,
+    TraceSpace,
+    default_builder,
+    post_optimize,
+)
+from tvm.meta_schedule.post_optimization.measure import measure_schedules
+from tvm.tir.schedule import Schedule
+
+# Where these live differs between TVM versions.
+try:
+    from tvm.ir.utils import derived_object
+except ImportError:
+    from tvm.meta_schedule.utils import derived_object
+try:
+    from tvm_ffi import structural_equal
+except ImportError:
+    from tvm.ir import structural_equal
+
+# The host triple: some builds of TVM default to another one.
+TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
+OTHER_TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 1})
+SIZE = 128
+TUNING_TRIALS = 8
+POST_TRIALS = 12
+
+
+def matmul(size: int = SIZE) -> tvm.IRModule:
+    """C = A @ B for square float32 matrices."""
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+
+
+def runner() -> ms.runner.Runner:
+    """A runner that repeats each measurement three times, briefly."""
+    return ms.runner.LocalRunner(
+        evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=20)
+    )
+
+
+def seconds(run_secs):
+    """Run times as floats (the runner reports FloatImm)."""
+    return [float(getattr(secs, "value", secs)) for secs in run_secs]
+
+
+def mean_secs(record) -> float:
+    """Mean run time of a tuning record."""
+    values = seconds(record.run_secs)
+    return sum(values) / len(values)
+
+
+def tuning_record_lines(work_dir):
+    """The tuning records of a JSON database, in the order they were committed."""
+    with open(f"{work_dir}/database_tuning_record.json", encoding="utf-8") as records:
+        return [json.loads(line) for line in records if line.strip()]
+
+
+def line_mean_secs(line) -> float:
+    """Mean run time of a JSON tuning record line: [workload, [trace, run_secs, ...]]."""
+    run_secs = line[1][1]
+    return sum(run_secs) / len(run_secs) if run_secs else float("inf")
+
+
+def check_matches_numpy(mod: tvm.IRModule) -> None:
+    """Build ``mod`` (a scheduled matmul), run it and compare with numpy."""
+    compile_ = getattr(tvm, "compile", None) or tvm.build  # tvm.compile in newer TVM
+    tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    lib = compile_(mod, target=TARGET)
+    dev = tvm.cpu()
+    a_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    b_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    a, b = tensor(a_np, dev), tensor(b_np, dev)
+    c = tensor(np.zeros((SIZE, SIZE), "float32"), dev)
+    lib(a, b, c)
+    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+@derived_object
+class RecordingBuilder(ms.builder.PyBuilder):
+    """A builder that remembers every module it is asked to build."""
+
+    def __init__(self, builder: ms.builder.Builder):
+        super().__init__()
+        self.builder = builder
+        self.mods = []
+
+    def build(self, build_inputs):
+        self.mods.extend(build_input.mod for build_input in build_inputs)
+        return self.builder.build(build_inputs)
+
+
+@pytest.fixture(scope="module", name="builder")
+def fixture_builder():
+    """One builder for the whole file: creating one starts (and checks) a worker pool."""
+    return default_builder()
+
+
+class LogMessages(logging.Handler):
+    """Collects the messages of a logger."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+@pytest.fixture(scope="module", name="tuned")
+def fixture_tuned(tmp_path_factory, builder):
+    """Tune the matmul, with a post-optimization budget, in one call of tune_tir.
+
+    Returns the work directory, the database tune_tir returned, and the
+    messages of the post-optimizer's logger during the call.
+    """
+    work_dir = str(tmp_path_factory.mktemp("post_optimization"))
+    log = logging.getLogger("meta_schedule")
+    level = log.level
+    messages = LogMessages()
+    log.setLevel(logging.INFO)
+    log.addHandler(messages)
+    try:
+        database = ms.tune_tir(
+            matmul(),
+            TARGET,
+            work_dir,
+            max_trials_global=TUNING_TRIALS,
+            num_trials_per_iter=TUNING_TRIALS,
+            builder=builder,
+            runner=runner(),
+            cost_model="random",  # tuning quality does not matter here, only its records
+            seed=0,
+            post_optimization=POST_TRIALS,
+        )
+    finally:
+        log.removeHandler(messages)
+        log.setLevel(level)
+    return work_dir, database, messages.messages
+
+
+def test_tune_tir_with_post_optimization(tuned):
+    """tune_tir returns the database with the improvement, equal to the reloaded one."""
+    work_dir, database, messages = tuned
+    # The post-optimization ran once, within its budget.
+    (report,) = [message for message in messages if message.startswith("Post-optimization of")]
+    assert 1 <= int(re.search(r" in (\d+) trials", report).group(1)) <= POST_TRIALS
+    records = database.get_all_tuning_records()
+    reloaded = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
+    reloaded_records = reloaded.get_all_tuning_records()
+    assert len(records) == len(reloaded_records)
+    for record, again in zip(records, reloaded_records):
+        assert str(record.trace) == str(again.trace)
+        assert seconds(record.run_secs) == seconds(again.run_secs)
+    # Tuning measured TUNING_TRIALS candidates; post-optimization appends at most
+    # one record per workload, and only one faster than every record before it.
+    lines = tuning_record_lines(work_dir)
+    assert len(lines) in (TUNING_TRIALS, TUNING_TRIALS + 1)
+    if len(lines) == TUNING_TRIALS + 1:
+        tuned = [line_mean_secs(line) for line in lines[:TUNING_TRIALS]]
+        assert line_mean_secs(lines[-1]) < min(tuned)
+    best = reloaded.query_schedule(matmul(), TARGET, "main")
+    assert best is not None
+    check_matches_numpy(best.mod)
+
+
+def best_record(database, mod):
+    workload = database.commit_workload(mod)
+    return database.get_top_k(workload, 1)[0]
+
+
+def tile_extents(space):
+    extents = {}
+    for position, decision in space.decisions.items():
+        if space.instructions[position].kind.name == "SamplePerfectTile":
+            extents[position] = int(np.prod(decision))
+    return extents
+
+
+def test_space_candidates_replay_without_repair(tuned):
+    """Every valid point replays with exactly its decisions; tiles are perfect."""
+    _, database, _ = tuned
+    record = best_record(database, matmul())
+    context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
+    space = TraceSpace(record.trace, matmul(), context.space_generator.postprocs)
+    kinds = {dimension.kind for dimension in space.dimensions}
+    assert {"SamplePerfectTile", "SampleCategorical", "Annotate"} <= kinds
+    extents = tile_extents(space)
+    walk = DropletSearch(space.dims, space.start)
+    points = [space.start]
+    for radius in (1, 2, 3):
+        points += walk.neighbourhood(space.start, radius)
+    valid = 0
+    for point in points:
+        decisions = space.decisions_of(point)
+        if decisions is None:
+            continue
+        for position, extent in extents.items():
+            assert int(np.prod(decisions[position])) == extent
+        sch = Schedule(matmul(), debug_mask="all")
+        space.trace_of(point).apply_to_schedule(sch, remove_postproc=True)
+        replayed = [
+            sch.trace.get_decision(inst)
+            for inst in sch.trace.insts
+            if sch.trace.get_decision(inst) is not None
+        ]
+        wanted = [decisions[position] for position in sorted(decisions)]
+        for got, want in zip(replayed, wanted):
+            if isinstance(want, tuple):
+                assert tuple(int(v) for v in got) == want
+            else:
+                assert int(got) == want
+        assert len(replayed) == len(wanted)
+        valid += 1
+    assert valid > len(space.dims)
+    assert space.schedule(space.start) is not None
+
+
+def poor_point(space):
+    """The point with every inner tile factor 1 and the first categorical choices."""
+    point = list(space.start)
+    for axis, dimension in enumerate(space.dimensions):
+        if dimension.kind in ("SamplePerfectTile", "SampleCategorical"):
+            point[axis] = 0
+    return tuple(point)
+
+
+def test_post_optimize_improves_a_poor_record_measuring_each_program_once(tuned, builder):
+    """From a poor schedule, post-optimization commits a faster one to a memory database."""
+    _, tuned_database, _ = tuned
+    record = best_record(tuned_database, matmul())
+    context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
+    space = TraceSpace(record.trace, matmul(), context.space_generator.postprocs)
+    poor = space.schedule(poor_point(space))
+    (run_secs,) = measure_schedules([poor], TARGET, builder, runner())
+    assert run_secs
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul())
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            poor.trace,
+            workload,
+            run_secs,
+            TARGET,
+            ms.arg_info.ArgInfo.from_entry_func(poor.mod, remove_preproc=True),
+        )
+    )
+    recording = RecordingBuilder(builder)
+    (result,) = post_optimize(
+        database, 16, tasks=[context], builder=recording, runner=runner(), batch_size=16
+    )
+    # Each distinct program was built once, and the trial count says how many.
+    assert result.trials == len(recording.mods)
+    for position, mod in enumerate(recording.mods):
+        for other in recording.mods[:position]:
+            assert not structural_equal(mod, other)
+    assert result.improved
+    assert result.after < result.before
+    assert result.speedup > 1.0
+    records = database.get_all_tuning_records()
+    assert len(records) == 2
+    assert sorted(mean_secs(record) for record in records) == pytest.approx(
+        [result.after, result.before]
+    )
+    best = database.query_schedule(matmul(), TARGET, "main")
+    assert str(best.trace) == str(result.record.trace)
+    check_matches_numpy(best.mod)
+
+
+def database_files(work_dir):
+    paths = [f"{work_dir}/database_workload.json", f"{work_dir}/database_tuning_record.json"]
+    return [open(path, "rb").read() for path in paths]
+
+
+@pytest.mark.parametrize(
+    "case, message",
+    [
+        ("empty", "database is empty"),
+        ("unknown", "unknown workload"),
+        ("zero", "positive number of trials"),
+        ("target", "target mismatch"),
+        ("task_target", "target mismatch"),
+    ],
+)
+def test_bad_input_raises_and_leaves_database_untouched(tuned, case, message):
+    work_dir, _, _ = tuned
+    before = database_files(work_dir)
+    database = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
+    count = len(database)
+    with pytest.raises(ValueError, match=message):
+        if case == "empty":
+            post_optimize(ms.database.MemoryDatabase(), 4)
+        elif case == "unknown":
+            post_optimize(database, 4, tasks=[matmul(SIZE // 2)])
+        elif case == "zero":
+            post_optimize(database, 0)
+        elif case == "target":
+            post_optimize(database, 4, target=OTHER_TARGET)
+        else:
+            context = ms.TuneContext(
+                mod=matmul(), target=OTHER_TARGET, space_generator="post-order-apply"
+            )
+            post_optimize(database, 4, tasks=[context])
+    assert len(database) == count
+    assert database_files(work_dir) == before
+
+
+def test_post_opt_keeps_upstream_api(tuned, builder):
+    """PostOpt(work_dir, target, trials).run() post-optimizes the work directory's database."""
+    work_dir, _, _ = tuned
+    lines = tuning_record_lines(work_dir)
+    best_before = min(line_mean_secs(line) for line in lines)
+    (result,) = PostOpt(work_dir, TARGET, trials=4, builder=builder, runner=runner()).run()
+    assert 1 <= result.trials <= 4
+    after = tuning_record_lines(work_dir)
+    assert after[: len(lines)] == lines
+    if result.improved:
+        assert len(after) == len(lines) + 1
+        assert line_mean_secs(after[-1]) == pytest.approx(result.after)
+        assert result.after < best_before
+    else:
+        assert after == lines
+        assert result.after == result.before == pytest.approx(best_before)
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
