@@ -1,0 +1,423 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The Droplet Search space around one auto-scheduler state.
+
+A :class:`StateSpace` takes a state found by the auto-scheduler (usually the
+best state of a task) and lists the parameters of its transform steps that can
+change without changing the structure of the program:
+
+- the tile lengths of every split step (``SP``) of a loop of the compute
+  definition: each length ranges over the divisors of the loop extent, and a
+  point is valid only when the product of the lengths of each split divides its
+  extent, so no split is silently padded and no two points give the same loop
+  nest.  (A split of a loop made by another split or a fuse keeps its lengths:
+  its extent depends on the other parameters.)  The innermost length of an
+  inner-to-outer split stays within ``max_innermost_factor``, the limit the
+  sketch policy itself uses (its ``max_innermost_split_factor`` parameter);
+- the ``auto_unroll_max_step`` pragma (``PR``), over the values the sketch
+  policy samples for the target;
+- the compute location (``CA``) of every stage that is not tiled itself (the
+  stages whose location the sketch policy mutates, e.g. a padding stage): the
+  loops of its consumer outside the consumer's reduction (or, for a tiled
+  consumer, outside its inner spatial tiles) and outside unrolled loops.  A
+  location on a loop of extent one is the same program as the location one
+  loop further out, so it is valid only for the state's own choice.
+
+Index 0 of every dimension is the value of the given state, so the origin of
+the space is that state.  Followed splits (``FSP``, ``FFSP``) read the lengths
+of the split they follow and so stay consistent.  Every valid point is
+replayed on the compute DAG; a point whose steps do not replay is invalid.
+
+A point is a tuple of integers, the representation of the Droplet Search
+engine (:mod:`tvm.contrib.droplet_search`); it maps to exact parameter values
+and back (:meth:`StateSpace.state`, :meth:`StateSpace.point_of`).
+"""
+import json
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from tvm._ffi.base import TVMError
+
+from . import _ffi_api
+from .loop_state import State, StateObject
+from .measure import MeasureInput
+
+Point = Tuple[int, ...]
+
+AUTO_UNROLL_PRAGMA = "auto_unroll_max_step$"
+"""The prefix of the auto-unroll pragma of the sketch policy."""
+
+CPU_AUTO_UNROLL_MAX_STEPS = (0, 16, 64, 512)
+"""The ``auto_unroll_max_step`` values the sketch policy samples for CPU tasks."""
+
+GPU_AUTO_UNROLL_MAX_STEPS = (0, 16, 64, 512, 1024)
+"""The ``auto_unroll_max_step`` values the sketch policy samples for GPU tasks."""
+
+_REDUCTION_ITERATOR = 1  # IteratorKind::kReduction
+_SPATIAL_ITERATOR = 0  # IteratorKind::kSpatial
+_UNROLL_ANNOTATION = 1  # IteratorAnnotation::kUnroll
+
+
+@dataclass(frozen=True)
+class StateParameter:
+    """One dimension of a :class:`StateSpace`: a value in one transform step.
+
+    Parameters
+    ----------
+    kind : str
+        ``"tile"`` (a length of a split step), ``"unroll"`` (the value of an
+        auto-unroll pragma) or ``"compute_at"`` (the loop a stage is computed at).
+    step_index : int
+        The position of the step in the state's transform steps.
+    position : int
+        For ``"tile"``, the index of the length in the split's lengths; 0 otherwise.
+    values : Tuple[int, ...]
+        The values of the dimension; ``values[0]`` is the original state's value.
+    """
+
+    kind: str
+    step_index: int
+    position: int
+    values: Tuple[int, ...]
+
+    @property
+    def name(self) -> str:
+        """A short name for logs, e.g. ``tile[3][1]``, ``unroll[11]``."""
+        if self.kind == "tile":
+            return f"tile[{self.step_index}][{self.position}]"
+        return f"{self.kind}[{self.step_index}]"
+
+
+def _divisors(extent: int) -> List[int]:
+    small = [value for value in range(1, int(extent**0.5) + 1) if extent % value == 0]
+    return sorted(set(small + [extent // value for value in small]))
+
+
+def _product(values: Sequence[int]) -> int:
+    result = 1
+    for value in values:
+        result *= value
+    return result
+
+
+def error_summary(err: Exception) -> str:
+    """The line of a (TVM) error message that says what failed, shortened to 300 characters.
+
+    Parameters
+    ----------
+    err : Exception
+        The error.
+
+    Returns
+    -------
+    summary : str
+        Its first line naming an error or a failed check, else its last line.
+    """
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for line in lines:
+        if "Error" in line or "Check failed" in line:
+            return line[:300]
+    return lines[-1][:300] if lines else type(err).__name__
+
+
+def _origin_first(original: int, others: Sequence[int]) -> Tuple[int, ...]:
+    return (original,) + tuple(value for value in others if value != original)
+
+
+class StateSpace:
+    """The tunable parameters of one auto-scheduler state, as Droplet Search points.
+
+    Parameters
+    ----------
+    task : SearchTask
+        The task the state belongs to; its compute DAG validates every point.
+    state : Union[State, StateObject]
+        The state at the origin of the space (index 0 of every dimension).
+    max_innermost_factor : int
+        The largest innermost tile length of an inner-to-outer split (the
+        sketch policy's ``max_innermost_split_factor``, 64 by default).  The
+        original length is kept even when larger.
+    auto_unroll_max_steps : Optional[Sequence[int]]
+        The values of the auto-unroll pragma; by default those the sketch policy
+        samples for the task's target.
+    """
+
+    def __init__(
+        self,
+        task,
+        state,
+        max_innermost_factor: int = 64,
+        auto_unroll_max_steps: Optional[Sequence[int]] = None,
+    ):
+        if max_innermost_factor < 1:
+            raise ValueError(f"max_innermost_factor must be positive, got {max_innermost_factor}")
+        self.task = task
+        self.max_innermost_factor = int(max_innermost_factor)
+        if auto_unroll_max_steps is None:
+            is_gpu = "gpu" in [str(key) for key in task.target.keys]
+            auto_unroll_max_steps = (
+                GPU_AUTO_UNROLL_MAX_STEPS if is_gpu else CPU_AUTO_UNROLL_MAX_STEPS
+            )
+        self.auto_unroll_max_steps = tuple(sorted(set(int(v) for v in auto_unroll_max_steps)))
+        state_object = state if isinstance(state, StateObject) else state.state_object
+        self._input_record = json.loads(
+            _ffi_api.SerializeMeasureInput(MeasureInput(task, state_object))
+        )
+        self.steps: List[list] = self._input_record[1][1]
+        self.origin_state = self._replay(self.steps)
+        self.parameters: Tuple[StateParameter, ...] = tuple(
+            parameter for parameter in self._find_parameters() if len(parameter.values) > 1
+        )
+        self.dims: Tuple[int, ...] = tuple(len(parameter.values) for parameter in self.parameters)
+        self.origin: Point = tuple(0 for _ in self.parameters)
+        self._states: Dict[Point, State] = {self.origin: self.origin_state}
+        self._invalid: Dict[Point, str] = {}
+
+    # ------------------------------------------------------------ building
+    def _replay(self, steps: List[list]) -> State:
+        """The state of ``steps`` replayed on the compute DAG (raises TVMError if invalid)."""
+        record = [self._input_record[0], [self._input_record[1][0], steps]]
+        measure_input = _ffi_api.DeserializeMeasureInput(json.dumps(record))
+        return self.task.compute_dag.infer_bound_from_state(measure_input.state)
+
+    def _find_parameters(self) -> List[StateParameter]:
+        parameters = []
+        for index, step in enumerate(self.steps):
+            kind = step[0]
+            if kind == "SP":
+                parameters.extend(self._tile_parameters(index, step))
+            elif kind == "PR" and str(step[3]).startswith(AUTO_UNROLL_PRAGMA):
+                original = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
+                parameters.append(
+                    StateParameter(
+                        "unroll", index, 0, _origin_first(original, self.auto_unroll_max_steps)
+                    )
+                )
+            elif kind == "CA":
+                parameter = self._compute_at_parameter(index, step)
+                if parameter is not None:
+                    parameters.append(parameter)
+        return parameters
+
+    def _tile_parameters(self, index: int, step: list) -> List[StateParameter]:
+        # ["SP", stage_id, iter_id, extent, lengths, inner_to_outer]; extent 0 = unknown
+        extent, lengths, inner_to_outer = int(step[3]), step[4], bool(step[5])
+        if extent <= 0 or any(length is None for length in lengths):
+            return []
+        iterator = self._replay(self.steps[:index]).stages[int(step[1])].iters[int(step[2])]
+        if "." in iterator.name or "@" in iterator.name or int(iterator.range.extent) != extent:
+            # A split of a split or fused loop: its extent depends on other parameters.
+            return []
+        divisors = _divisors(extent)
+        parameters = []
+        for position, length in enumerate(lengths):
+            candidates = divisors
+            if inner_to_outer and position == len(lengths) - 1:
+                candidates = [value for value in divisors if value <= self.max_innermost_factor]
+            parameters.append(
+                StateParameter("tile", index, position, _origin_first(int(length), candidates))
+            )
+        return parameters
+
+    def _compute_at_parameter(self, index: int, step: list) -> Optional[StateParameter]:
+        # ["CA", stage_id, target_stage_id, target_iter_id]
+        stage_id, target_stage_id, target_iter_id = int(step[1]), int(step[2]), int(step[3])
+        before = self._replay(self.steps[:index])
+        if any(iterator.name.endswith(".0") for iterator in before.stages[stage_id].iters):
+            return None  # a tiled stage: its location is part of its tiling structure
+        target = before.stages[target_stage_id]
+        target_is_tiled = any(iterator.name.endswith(".0") for iterator in target.iters)
+        locations = []
+        visited_reduction = False
+        for iter_id, iterator in enumerate(target.iters):
+            if int(iterator.iter_kind) == _REDUCTION_ITERATOR:
+                visited_reduction = True
+                if not target_is_tiled:
+                    break
+            elif int(iterator.iter_kind) == _SPATIAL_ITERATOR and visited_reduction:
+                break
+            if int(iterator.annotation) == _UNROLL_ANNOTATION:
+                break
+            locations.append(iter_id)
+        return StateParameter("compute_at", index, 0, _origin_first(target_iter_id, locations))
+
+    # ------------------------------------------------------------- points
+    def _check_in_box(self, point: Sequence[int]) -> Point:
+        point = tuple(int(index) for index in point)
+        if len(point) != len(self.dims) or any(
+            not 0 <= index < size for index, size in zip(point, self.dims)
+        ):
+            raise ValueError(f"{point} is not a point of a space with dimensions {self.dims}")
+        return point
+
+    def steps_of(self, point: Sequence[int]) -> List[list]:
+        """The transform steps (record format) of a point.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A point of the space.
+
+        Returns
+        -------
+        steps : List[list]
+            The original steps with the point's parameter values substituted.
+        """
+        point = self._check_in_box(point)
+        steps = json.loads(json.dumps(self.steps))
+        for parameter, index in zip(self.parameters, point):
+            value = parameter.values[index]
+            step = steps[parameter.step_index]
+            if parameter.kind == "tile":
+                step[4][parameter.position] = value
+            elif parameter.kind == "unroll":
+                step[3] = f"{AUTO_UNROLL_PRAGMA}{value}"
+            else:
+                step[3] = value
+        return steps
+
+    def values_of(self, point: Sequence[int]) -> Dict[str, int]:
+        """The parameter values of a point, by :attr:`StateParameter.name`."""
+        point = self._check_in_box(point)
+        return {
+            parameter.name: parameter.values[index]
+            for parameter, index in zip(self.parameters, point)
+        }
+
+    def describe(self, point: Sequence[int]) -> str:
+        """The parameters a point changes from the origin, e.g. ``tile[1][2]=8 unroll[11]=64``."""
+        point = self._check_in_box(point)
+        changes = [
+            f"{parameter.name}={parameter.values[index]}"
+            for parameter, index in zip(self.parameters, point)
+            if index != 0
+        ]
+        return " ".join(changes) or "origin"
+
+    def invalid_reason(self, point: Sequence[int]) -> Optional[str]:
+        """Why a point is not a valid state of the task, or None when it is valid.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A point of the space.
+
+        Returns
+        -------
+        reason : Optional[str]
+            None for a valid point, else a sentence naming the violated rule.
+        """
+        point = self._check_in_box(point)
+        if point in self._states:
+            return None
+        if point in self._invalid:
+            return self._invalid[point]
+        reason = self._find_invalid_reason(point)
+        if reason is not None:
+            self._invalid[point] = reason
+        return reason
+
+    def is_valid(self, point: Sequence[int]) -> bool:
+        """Whether a point is a valid state of the task (the engine's ``is_valid``)."""
+        return self.invalid_reason(point) is None
+
+    def _find_invalid_reason(self, point: Point) -> Optional[str]:
+        steps = self.steps_of(point)
+        for index, step in enumerate(steps):
+            if step[0] == "SP" and int(step[3]) > 0 and int(step[3]) % _product(step[4]) != 0:
+                return (
+                    f"the tile lengths {step[4]} of split step {index} do not divide "
+                    f"its extent {step[3]}"
+                )
+        try:
+            state = self._replay(steps)
+        except TVMError as err:
+            return f"the steps do not replay on the compute DAG: {error_summary(err)}"
+        for parameter, index in zip(self.parameters, point):
+            if parameter.kind != "compute_at" or index == 0:
+                continue
+            step = steps[parameter.step_index]
+            before = self._replay(steps[: parameter.step_index])
+            iterator = before.stages[int(step[2])].iters[int(step[3])]
+            if int(iterator.range.extent) == 1:
+                return (
+                    f"compute_at step {parameter.step_index} attaches to a loop of extent 1, "
+                    "the same program as the next outer location"
+                )
+        self._states[point] = state
+        return None
+
+    def state(self, point: Sequence[int]) -> State:
+        """The state of a valid point, its bounds inferred.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A valid point of the space.
+
+        Returns
+        -------
+        state : State
+            The replayed state.
+        """
+        point = self._check_in_box(point)
+        reason = self.invalid_reason(point)
+        if reason is not None:
+            raise ValueError(f"{point} is not a valid state: {reason}")
+        return self._states[point]
+
+    def point_of(self, state) -> Optional[Point]:
+        """The point of a state, or None when the state is not in the space.
+
+        Parameters
+        ----------
+        state : Union[State, StateObject]
+            A state of the same task.
+
+        Returns
+        -------
+        point : Optional[Point]
+            The point whose steps equal the state's steps exactly; None when the
+            state differs from the origin outside the space's parameters or
+            takes a value no dimension has.
+        """
+        state_object = state if isinstance(state, StateObject) else state.state_object
+        record = json.loads(_ffi_api.SerializeMeasureInput(MeasureInput(self.task, state_object)))
+        steps = record[1][1]
+        if len(steps) != len(self.steps):
+            return None
+        point = []
+        for parameter in self.parameters:
+            step = steps[parameter.step_index]
+            if step[0] != self.steps[parameter.step_index][0]:
+                return None
+            if parameter.kind == "tile":
+                value = step[4][parameter.position]
+            elif parameter.kind == "unroll":
+                text = str(step[3])
+                if not text.startswith(AUTO_UNROLL_PRAGMA):
+                    return None
+                value = int(text[len(AUTO_UNROLL_PRAGMA) :])
+            else:
+                value = step[3]
+            if value not in parameter.values:
+                return None
+            point.append(parameter.values.index(value))
+        point = tuple(point)
+        if self.steps_of(point) != steps:
+            return None
+        return point

@@ -1,0 +1,553 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Droplet exploitation of auto-scheduler states, on real tuning of this host's CPU."""
+import json
+import os
+import platform
+import shutil
+
+import numpy as np
+import pytest
+
+import tvm
+import tvm.topi.testing
+from tvm import auto_scheduler, te, topi
+from tvm.auto_scheduler import _ffi_api
+from tvm.auto_scheduler.droplet_space import StateSpace
+from tvm.auto_scheduler.measure import PythonBasedMeasureCallback
+from tvm.auto_scheduler.measure_record import dump_record_to_string
+from tvm.auto_scheduler.state_output_check import StateOutputChecker, output_difference
+from tvm.auto_scheduler.workload_registry import register_workload_tensors
+from tvm.contrib.droplet_search import DropletSearch
+
+EXPLORATION_TRIALS = 4
+EXPLOITATION_TRIALS = 24
+EXPLOITATION_BATCH = 12
+# A small evolutionary search keeps the exploration quick on a 2-core machine.
+SEARCH_POLICY_PARAMS = {
+    "evolutionary_search_population": 64,
+    "evolutionary_search_num_iters": 2,
+    "sample_init_min_population": 16,
+}
+
+
+def host_target():
+    """This host's CPU, named so the kernels use its vector units."""
+    cpu = tvm.target.codegen.llvm_get_system_cpu()
+    return tvm.target.Target(f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}")
+
+
+def matmul_tensors(size=128):
+    """A matmul whose second operand is a weight (the layout rewrite of Ansor applies)."""
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    c = te.compute(
+        (size, size),
+        lambda i, j: te.sum(a[i, k] * b[k, j], axis=k),
+        name="C",
+        attrs={"layout_free_placeholders": [b]},
+    )
+    return [a, b, c]
+
+
+def matmul_transposed_tensors(size=64):
+    """A different computation with the arguments of ``matmul_tensors``."""
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[j, k], axis=k), name="C")
+    return [a, b, c]
+
+
+def conv2d_tensors():
+    data = te.placeholder((1, 16, 14, 14), name="data")
+    kernel = te.placeholder((32, 16, 3, 3), name="kernel")
+    out = topi.nn.relu(topi.nn.conv2d_nchw(data, kernel, 1, 1, 1))
+    return [data, kernel, out]
+
+
+def make_task(tensors):
+    """A task of a compute DAG, registered so that measuring processes can rebuild it."""
+    dag = auto_scheduler.ComputeDAG(tensors)
+    workload_key = dag.workload_key()
+    register_workload_tensors(workload_key, tensors)
+    return auto_scheduler.SearchTask(
+        compute_dag=dag, workload_key=workload_key, target=host_target()
+    )
+
+
+def numpy_output(arrays):
+    """The expected output, computed by numpy, of a matmul or conv2d task."""
+    if len(arrays[0].shape) == 2:
+        return arrays[0] @ arrays[1]
+    return np.maximum(tvm.topi.testing.conv2d_nchw_python(arrays[0], arrays[1], 1, 1), 0)
+
+
+def local_runner():
+    """Three costs per state, each the mean of runs lasting at least 20 ms."""
+    return auto_scheduler.LocalRunner(number=4, repeat=3, min_repeat_ms=20, timeout=60)
+
+
+def tuning_options(log_file=None, runner=None, callbacks=()):
+    recorders = [auto_scheduler.RecordToFile(log_file)] if log_file else []
+    return auto_scheduler.TuningOptions(
+        num_measures_per_round=EXPLORATION_TRIALS,
+        builder=auto_scheduler.LocalBuilder(timeout=120),
+        runner=runner or local_runner(),
+        measure_callbacks=recorders + list(callbacks),
+        verbose=0,
+    )
+
+
+def log_lines(log_file):
+    with open(log_file, encoding="utf-8") as stream:
+        return [line for line in stream if line.strip()]
+
+
+def steps_of(measure_input):
+    return json.loads(_ffi_api.SerializeMeasureInput(measure_input))[1][1]
+
+
+class RecordCollector(PythonBasedMeasureCallback):
+    """A Python measure callback keeping every record it receives."""
+
+    def __init__(self):
+        super().__init__()
+        self.records = []
+
+    def callback(self, policy, inputs, results):
+        self.records.extend(zip(inputs, results))
+
+
+@pytest.fixture(scope="module")
+def explored(tmp_path_factory):
+    """Explore a matmul and a conv2d with the auto-scheduler, then exploit them."""
+    log_file = str(tmp_path_factory.mktemp("droplet") / "tuning.json")
+    tasks = [make_task(matmul_tensors()), make_task(conv2d_tensors())]
+    collector = RecordCollector()
+    results = auto_scheduler.explore_and_exploit(
+        tasks,
+        tuning_options(log_file, callbacks=[collector]),
+        log_file,
+        exploration_trials=EXPLORATION_TRIALS,
+        exploitation_trials=EXPLOITATION_TRIALS,
+        search_policy_params=SEARCH_POLICY_PARAMS,
+        batch_size=EXPLOITATION_BATCH,
+    )
+    return tasks, log_file, results, collector
+
+
+def check_apply_best(task, log_file):
+    """The best schedule of the log builds, runs and matches numpy."""
+    schedule, args = task.apply_best(log_file)
+    module = tvm.build(schedule, args, target=task.target)
+    rng = np.random.default_rng(0)
+    arrays = [rng.uniform(-1, 1, [int(x) for x in arg.shape]).astype(arg.dtype) for arg in args]
+    buffers = [tvm.nd.array(array) for array in arrays]
+    module(*buffers)
+    np.testing.assert_allclose(buffers[-1].numpy(), numpy_output(arrays[:-1]), rtol=1e-4, atol=1e-4)
+
+
+def test_explore_then_exploit_appends_exactly_the_improved_records(explored):
+    tasks, log_file, results, collector = explored
+    assert [result.workload_key for result in results] == [task.workload_key for task in tasks]
+    for result in results:
+        assert result.exploration_trials == EXPLORATION_TRIALS
+        assert 1 <= result.exploitation_trials <= EXPLOITATION_TRIALS
+        assert result.exploitation_best <= result.exploration_best
+        assert result.speedup >= 1.0
+        assert result.improved == (result.record is not None)
+        if result.improved:
+            assert result.origin_cost is not None
+            assert result.exploitation_best < result.origin_cost
+
+    lines = log_lines(log_file)
+    explored_count = sum(result.exploration_trials for result in results)
+    improved = [result for result in results if result.improved]
+    assert len(lines) == explored_count + len(improved)
+    for line, result in zip(lines[explored_count:], improved):
+        assert json.loads(line) == json.loads(dump_record_to_string(*result.record))
+    # The exploration measured through the callbacks of the options.
+    assert len(collector.records) == explored_count
+
+
+def test_apply_best_returns_the_improved_schedules(explored):
+    tasks, log_file, results, _ = explored
+    for task, result in zip(tasks, results):
+        best_input, best_result = auto_scheduler.load_best_record(log_file, task.workload_key)
+        if result.improved:
+            assert steps_of(best_input) == steps_of(result.record[0])
+        # The log keeps six significant digits of each cost.
+        assert np.mean([c.value for c in best_result.costs]) == pytest.approx(
+            result.exploitation_best, rel=1e-4
+        )
+        check_apply_best(task, log_file)
+
+
+def test_exploit_an_existing_log(explored, tmp_path):
+    tasks, source, _, _ = explored
+    log_file = str(tmp_path / "copy.json")
+    shutil.copy(source, log_file)
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    counts = {task.workload_key: 0 for task in tasks}
+    for line in log_lines(log_file):
+        counts[json.loads(line)["i"][0][0]] += 1
+
+    results = auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 6)
+
+    with open(log_file, "rb") as stream:
+        after = stream.read()
+    assert after.startswith(before)
+    appended = [line for line in after[len(before) :].decode().splitlines() if line.strip()]
+    improved = [result for result in results if result.improved]
+    assert len(appended) == len(improved)
+    for line, result in zip(appended, improved):
+        assert json.loads(line) == json.loads(dump_record_to_string(*result.record))
+    assert sorted(result.workload_key for result in results) == sorted(counts)
+    for result in results:
+        assert result.exploration_trials == counts[result.workload_key]
+        assert 1 <= result.exploitation_trials <= 6
+        assert result.exploitation_best <= result.exploration_best
+    for task in tasks:
+        check_apply_best(task, log_file)
+
+
+def synthetic_log(tmp_path, task, state, cost=1.0):
+    """A log holding one record of ``state``, without tuning."""
+    log_file = str(tmp_path / "synthetic.json")
+    result = auto_scheduler.MeasureResult([cost], 0, "", 0.0, 0.0)
+    auto_scheduler.save_records(log_file, [auto_scheduler.MeasureInput(task, state)], [result])
+    return log_file
+
+
+def tiled_matmul_state(task):
+    """A hand-written tiled state of ``matmul_tensors``: three splits and an unroll pragma."""
+    state = task.compute_dag.get_init_state()
+    output = task.compute_dag.tensors[-1]
+    i, j, k = state[output].iters
+    i_outer, i_middle, i_inner = state.split(output, i, [8, 4])
+    j_outer, j_inner = state.split(output, j, [16])
+    k_outer, k_inner = state.split(output, k, [4])
+    state.reorder(output, [i_outer, j_outer, i_middle, k_outer, k_inner, i_inner, j_inner])
+    state.pragma(output, i_outer, "auto_unroll_max_step$16")
+    return state
+
+
+def conv2d_state_with_compute_at(task, location):
+    """A hand-written state of ``conv2d_tensors``: a tiled conv with the padding computed at it."""
+    state = task.compute_dag.get_init_state()
+    relu = task.compute_dag.tensors[-1]
+    conv = relu.op.input_tensors[0]
+    pad = conv.op.input_tensors[0]
+    _, ff, yy, _, _, _, _ = state[conv].iters
+    state.split(conv, ff, [8])
+    state.split(conv, yy, [7])
+    state.compute_at(pad, conv, state[conv].iters[location])
+    return state
+
+
+def naive_matmul_state(task):
+    """The loop nest i, j, k of ``matmul_tensors`` as a state: a split j of inner length 1."""
+    state = task.compute_dag.get_init_state()
+    output = task.compute_dag.tensors[-1]
+    i, j, k = state[output].iters
+    j_outer, j_inner = state.split(output, j, [1])
+    state.reorder(output, [i, j_outer, k, j_inner])
+    state.pragma(output, i, "auto_unroll_max_step$0")
+    return state
+
+
+def test_exploitation_improves_a_naive_state(tmp_path):
+    task = make_task(matmul_tensors())
+    state = naive_matmul_state(task)
+    options = tuning_options()
+    measure_input = auto_scheduler.MeasureInput(task, state)
+    (result,) = options.runner.run([measure_input], options.builder.build([measure_input], 0), 0)
+    assert result.error_no == 0
+    log_file = str(tmp_path / "naive.json")
+    auto_scheduler.save_records(log_file, [measure_input], [result])
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+
+    # Longer inner j tiles make B's accesses contiguous: the first batch holds one.
+    (result,) = auto_scheduler.droplet_exploit(log_file, host_target(), options, 10, tasks=[task])
+
+    assert result.improved and result.speedup > 1.0
+    assert result.exploitation_best < result.exploration_best
+    with open(log_file, "rb") as stream:
+        after = stream.read()
+    assert after.startswith(before)
+    (appended,) = after[len(before) :].decode().splitlines()
+    assert json.loads(appended) == json.loads(dump_record_to_string(*result.record))
+    best_input, _ = auto_scheduler.load_best_record(log_file, task.workload_key)
+    assert steps_of(best_input) == steps_of(result.record[0])
+    assert steps_of(best_input) != steps_of(measure_input)
+    check_apply_best(task, log_file)
+
+
+def test_exploitation_without_improvement_writes_nothing(tmp_path, monkeypatch):
+    task = make_task(matmul_tensors())
+    log_file = synthetic_log(tmp_path, task, tiled_matmul_state(task))
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    workdir = tmp_path / "workdir"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    # A budget of one measures only the original state: nothing can improve.
+    (result,) = auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 1)
+    assert result.exploitation_trials == 1
+    assert result.origin_cost is not None
+    assert not result.improved and result.record is None
+    assert result.speedup == 1.0 and result.exploitation_best == result.exploration_best
+    with open(log_file, "rb") as stream:
+        assert stream.read() == before
+    assert not os.listdir(workdir)  # temporary files live elsewhere
+
+
+def test_exploitation_through_an_rpc_runner(tmp_path):
+    task = make_task(matmul_tensors())
+    log_file = synthetic_log(tmp_path, task, tiled_matmul_state(task))
+    context = auto_scheduler.LocalRPCMeasureContext(
+        n_parallel=1, number=4, repeat=3, min_repeat_ms=20, timeout=60
+    )
+    try:
+        (result,) = auto_scheduler.droplet_exploit(
+            log_file, host_target(), tuning_options(runner=context.runner), 6, tasks=[task]
+        )
+    finally:
+        context.server.terminate()
+        context.tracker.terminate()
+    assert result.exploitation_trials == 6
+    assert result.origin_cost is not None  # measured through the RPC server
+    assert result.exploitation_best <= result.exploration_best
+    assert result.improved == (result.record is not None)
+    if result.improved:
+        check_apply_best(task, log_file)
+
+
+def test_space_of_a_tiled_matmul():
+    task = make_task(matmul_tensors())
+    state = tiled_matmul_state(task)
+    space = StateSpace(task, state)
+    tiles = [parameter for parameter in space.parameters if parameter.kind == "tile"]
+    unrolls = [parameter for parameter in space.parameters if parameter.kind == "unroll"]
+    assert [parameter.values[0] for parameter in tiles] == [8, 4, 16, 4]
+    # Every divisor of the extent; the innermost length of a split stays within Ansor's
+    # max_innermost_split_factor (64).
+    divisors = [1, 2, 4, 8, 16, 32, 64, 128]
+    innermost = [len(space.steps[p.step_index][4]) - 1 == p.position for p in tiles]
+    assert innermost == [False, True, True, True]
+    for parameter, is_innermost in zip(tiles, innermost):
+        assert sorted(parameter.values) == (divisors[:-1] if is_innermost else divisors)
+    assert [parameter.values for parameter in unrolls] == [(16, 0, 64, 512)]
+    assert space.is_valid(space.origin)
+    assert space.point_of(state) == space.origin
+    # Exhaustive check of the first split's two lengths: valid exactly when they divide 128.
+    first, second = 0, 1
+    for index_a, length_a in enumerate(tiles[first].values):
+        for index_b, length_b in enumerate(tiles[second].values):
+            point = list(space.origin)
+            point[space.parameters.index(tiles[first])] = index_a
+            point[space.parameters.index(tiles[second])] = index_b
+            assert space.is_valid(point) == (128 % (length_a * length_b) == 0)
+
+
+def test_space_compute_location():
+    task = make_task(conv2d_tensors())
+    state = conv2d_state_with_compute_at(task, 3)
+    space = StateSpace(task, state)
+    (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
+    assert location.values[0] == 3
+    axis = space.parameters.index(location)
+    (conv_stage,) = [s for s in space.origin_state.stages if s.op.name == "conv2d_nchw"]
+    extents = [int(iterator.range.extent) for iterator in conv_stage.iters]
+    valid_locations = []
+    for index, value in enumerate(location.values):
+        point = list(space.origin)
+        point[axis] = index
+        if space.is_valid(point):
+            valid_locations.append(value)
+            schedule, args = task.compute_dag.apply_steps_from_state(space.state(point))
+            tvm.lower(schedule, args)
+    # A loop of extent one repeats the location around it; the others are all valid.
+    assert sorted(location.values) == list(range(len(extents)))
+    assert sorted(valid_locations) == [
+        value for value in range(len(extents)) if value == 3 or extents[value] > 1
+    ]
+
+
+@pytest.mark.parametrize("workload", ["matmul", "conv2d"])
+def test_space_walk_proposes_valid_distinct_states(workload):
+    if workload == "matmul":
+        task = make_task(matmul_tensors())
+        state = tiled_matmul_state(task)
+    else:
+        task = make_task(conv2d_tensors())
+        state = conv2d_state_with_compute_at(task, 3)
+    space = StateSpace(task, state)
+    # A synthetic cost with a minimum away from the origin makes the search move.
+    goal = tuple(size // 2 for size in space.dims)
+
+    def cost(point):
+        return 1.0 + sum(abs(a - b) for a, b in zip(point, goal))
+
+    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=120)
+    proposed, programs = [], set()
+    while not search.finished:
+        points = search.ask(2 * len(space.dims))
+        if not points:
+            break
+        for point in points:
+            proposed.append(point)
+            steps = space.steps_of(point)
+            for step in steps:
+                if step[0] == "SP":
+                    assert step[3] % int(np.prod(step[4])) == 0
+            programs.add(json.dumps(steps))
+            chosen = space.state(point)
+            assert space.point_of(chosen) == point
+            schedule, args = task.compute_dag.apply_steps_from_state(chosen)
+            tvm.lower(schedule, args)
+            search.tell(point, [cost(point)] * 2)
+    assert search.moves > 0
+    assert len(set(proposed)) == len(proposed) == len(programs)
+
+
+def test_output_checker_rejects_another_computation():
+    task = make_task(matmul_tensors(64))
+    other = make_task(matmul_transposed_tensors(64))
+    checker = StateOutputChecker()
+    try:
+        assert checker.set_reference(task, task.compute_dag.get_init_state()) is None
+        state = task.compute_dag.get_init_state()
+        output = task.compute_dag.tensors[-1]
+        state.split(output, state[output].iters[0], [16])
+        assert checker.difference(task, state) is None
+        difference = checker.difference(other, other.compute_dag.get_init_state())
+        assert difference is not None and "differ" in difference
+    finally:
+        checker.close()
+
+
+def test_output_difference():
+    reference = [np.arange(6, dtype="float32").reshape(2, 3)]
+    assert output_difference([reference[0] + 1e-6], reference, 1e-3) is None
+    wrong = reference[0].copy()
+    wrong[1, 2] = -1.0
+    assert "1 of 6 values of output 0 differ" in output_difference([wrong], reference, 1e-3)
+    assert "shape" in output_difference([wrong.T], reference, 1e-3)
+    integers = [np.arange(4, dtype="int32")]
+    assert output_difference([integers[0] + 1], integers, 0.5) is not None
+
+
+# ----------------------------------------------------------------- bad input
+@pytest.fixture
+def valid_log(tmp_path):
+    task = make_task(matmul_tensors())
+    return task, synthetic_log(tmp_path, task, tiled_matmul_state(task))
+
+
+def _assert_refused(log_file, match, call):
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    with pytest.raises(ValueError, match=match):
+        call()
+    with open(log_file, "rb") as stream:
+        assert stream.read() == before
+
+
+def test_empty_log_is_refused(tmp_path):
+    log_file = tmp_path / "empty.json"
+    log_file.write_text("")
+    _assert_refused(
+        log_file,
+        "holds no record",
+        lambda: auto_scheduler.droplet_exploit(str(log_file), host_target(), tuning_options(), 8),
+    )
+
+
+def test_log_of_another_target_is_refused(valid_log):
+    _, log_file = valid_log
+    other = tvm.target.Target("llvm -mtriple=aarch64-linux-gnu")
+    _assert_refused(
+        log_file,
+        "no record for target",
+        lambda: auto_scheduler.droplet_exploit(log_file, other, tuning_options(), 8),
+    )
+
+
+def test_corrupt_line_is_refused(valid_log):
+    _, log_file = valid_log
+    with open(log_file, "a", encoding="utf-8") as stream:
+        stream.write('{"i": [["truncated\n')
+    _assert_refused(
+        log_file,
+        "line 2 .* is corrupt",
+        lambda: auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 8),
+    )
+
+
+def test_line_that_is_not_a_record_is_refused(valid_log):
+    _, log_file = valid_log
+    with open(log_file, "a", encoding="utf-8") as stream:
+        stream.write('{"a": 1}\n')
+    _assert_refused(
+        log_file,
+        "line 2 .* is not an auto-scheduler record",
+        lambda: auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 8),
+    )
+
+
+def test_zero_budgets_are_refused(valid_log):
+    task, log_file = valid_log
+    _assert_refused(
+        log_file,
+        "exploitation_trials must be a positive",
+        lambda: auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 0),
+    )
+    _assert_refused(
+        log_file,
+        "exploration_trials must be a positive",
+        lambda: auto_scheduler.explore_and_exploit(
+            [task], tuning_options(log_file), log_file, 0, 8
+        ),
+    )
+    _assert_refused(
+        log_file,
+        "exploitation_trials must be a positive",
+        lambda: auto_scheduler.explore_and_exploit(
+            [task], tuning_options(log_file), log_file, 8, 0
+        ),
+    )
+
+
+def test_task_without_records_is_refused(valid_log):
+    _, log_file = valid_log
+    conv = make_task(conv2d_tensors())
+    _assert_refused(
+        log_file,
+        "holds no successful record of task",
+        lambda: auto_scheduler.droplet_exploit(
+            log_file, host_target(), tuning_options(), 8, tasks=[conv]
+        ),
+    )
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
