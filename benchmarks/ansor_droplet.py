@@ -42,8 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import workloads  # pylint: disable=wrong-import-position
 from benchmarks.report import (  # pylint: disable=wrong-import-position
     Curve,
-    markdown_table,
-    median,
+    comparison_table,
     plot_curves,
     save_curves,
 )
@@ -216,37 +215,14 @@ def main() -> int:
                     kernel_seconds[method].extend(timer() for timer in method_timers)
         save_curves(out / f"{task_name}_curves.json", curves)
         plot = plot_curves(out / f"{task_name}.png", f"Ansor vs Ansor + Droplet, {task_name}", curves)
-        baseline = median(kernel_seconds[long_name])
-        rows = []
-        for method in ("ansor-K", "ansor-K+droplet", long_name):
-            kernel = median(kernel_seconds[method])
-            rows.append(
-                [
-                    method,
-                    kernel * 1e3,
-                    flop / kernel / 1e9,
-                    baseline / kernel,
-                    median(tuning_seconds[method]),
-                    median(tuning_seconds[long_name]) / median(tuning_seconds[method]),
-                    flop / kernel / 1e9 / (flop / numpy_seconds / 1e9),
-                    wrong[method],
-                ]
-            )
-        headers = [
-            "method",
-            "kernel ms (median)",
-            "GFLOPS",
-            f"speed vs {long_name}",
-            "tuning seconds (median)",
-            f"tuning time saved vs {long_name}",
-            "GFLOPS / numpy",
-            "wrong outputs",
-        ]
+        table = comparison_table(
+            ("ansor-K", "ansor-K+droplet", long_name), kernel_seconds, tuning_seconds, wrong, flop, numpy_seconds, long_name
+        )
         section = (
             f"### {task_name}\n\nK={args.explore} Ansor trials, {args.exploit} Droplet trials, "
             f"{long_name} = {args.factor * args.explore} trials; medians over {args.repeats} repeats "
             f"x {args.timing_rounds} interleaved timing rounds; numpy (OpenBLAS): "
-            f"{numpy_seconds * 1e3:.3g} ms.\n\n" + markdown_table(headers, rows)
+            f"{numpy_seconds * 1e3:.3g} ms.\n\n" + table
         )
         if plot:
             section += f"\n![{task_name}]({plot.name})\n"

@@ -69,8 +69,7 @@ sys.path.insert(0, str(REPO))
 from benchmarks.baselines import numpy_matmul_seconds  # pylint: disable=wrong-import-position
 from benchmarks.report import (  # pylint: disable=wrong-import-position
     Curve,
-    markdown_table,
-    median,
+    comparison_table,
     plot_curves,
     save_curves,
 )
@@ -315,37 +314,14 @@ def main() -> int:
     numpy_seconds = numpy_matmul_seconds(*shape)
     save_curves(out / f"{task_name}_curves.json", curves)
     plot = plot_curves(out / f"{task_name}.png", f"MetaSchedule post-optimization, {task_name}", curves)
-    baseline = median(kernel_seconds[long_name])
-    rows = []
-    for method in methods:
-        kernel = median(kernel_seconds[method])
-        rows.append(
-            [
-                method,
-                kernel * 1e3,
-                flop / kernel / 1e9,
-                baseline / kernel,
-                median(tuning_seconds[method]),
-                median(tuning_seconds[long_name]) / median(tuning_seconds[method]),
-                numpy_seconds / kernel,
-                wrong[method],
-            ]
-        )
-    headers = [
-        "method",
-        "kernel ms (median)",
-        "GFLOPS",
-        f"speed vs {long_name}",
-        "tuning seconds (median)",
-        f"tuning time saved vs {long_name}",
-        "GFLOPS / numpy",
-        "wrong outputs",
-    ]
+    table = comparison_table(
+        methods, kernel_seconds, tuning_seconds, wrong, flop, numpy_seconds, long_name
+    )
     section = (
         f"### {task_name}\n\nN={args.trials} MetaSchedule trials, {args.post_trials} post-optimization "
         f"trials (ours and upstream), {long_name} = {args.factor * args.trials} trials; medians over "
         f"{args.repeats} repeats x {args.timing_rounds} interleaved timing rounds; numpy (OpenBLAS): "
-        f"{numpy_seconds * 1e3:.3g} ms.\n\n" + markdown_table(headers, rows)
+        f"{numpy_seconds * 1e3:.3g} ms.\n\n" + table
     )
     if plot:
         section += f"\n![{task_name}]({plot.name})\n"

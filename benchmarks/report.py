@@ -118,3 +118,42 @@ def save_curves(path: Path, curves: Sequence[Curve]) -> None:
     """Raw curves as JSON, next to the tables and plots."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([asdict(curve) for curve in curves], indent=1))
+
+
+def comparison_table(
+    methods: Sequence[str],
+    kernel_seconds: Dict[str, List[float]],
+    tuning_seconds: Dict[str, List[float]],
+    wrong_outputs: Dict[str, int],
+    flop: float,
+    numpy_seconds: float,
+    reference: str,
+) -> str:
+    """Markdown table of tuned kernels and tuning times, against ``reference`` and numpy."""
+    baseline = median(kernel_seconds[reference])
+    rows = []
+    for method in methods:
+        kernel = median(kernel_seconds[method])
+        rows.append(
+            [
+                method,
+                kernel * 1e3,
+                flop / kernel / 1e9,
+                baseline / kernel,
+                median(tuning_seconds[method]),
+                median(tuning_seconds[reference]) / median(tuning_seconds[method]),
+                numpy_seconds / kernel,
+                wrong_outputs[method],
+            ]
+        )
+    headers = [
+        "method",
+        "kernel ms (median)",
+        "GFLOPS",
+        f"speed vs {reference}",
+        "tuning seconds (median)",
+        f"tuning time saved vs {reference}",
+        "GFLOPS / numpy",
+        "wrong outputs",
+    ]
+    return markdown_table(headers, rows)
