@@ -18,11 +18,14 @@
 
 Every state of a task describes the same computation, but a compiler defect
 can turn a schedule into a kernel that computes something else.  A
-:class:`StateOutputChecker` builds the states of one task for the task's target,
-runs them on this host on the same random inputs, and compares their outputs
-with those of a reference state.  The reference itself is first compared with
-the unscheduled program of the compute DAG; when it differs, the unscheduled
-program's outputs become the reference.
+:class:`StateOutputChecker` runs programs of one task on this host on the same
+random inputs and compares their outputs with those of a reference state.  The
+program checked is preferably the library the builder produced and the runner
+measured (:meth:`StateOutputChecker.difference` with ``library``), so what is
+timed is what is checked; otherwise the state is built for the task's target.
+The reference itself is first compared with the unscheduled program of the
+compute DAG; when it differs, the unscheduled program's outputs become the
+reference.
 
 The states are built and run in a separate process, so a kernel that crashes
 is reported instead of ending the caller.
@@ -151,6 +154,21 @@ def _check_state(
     return output_difference(outputs, reference, tolerance)
 
 
+def _check_library(
+    key: str, library: str, target: str, reference_args: tuple, tolerance: float
+) -> Optional[str]:
+    """How the outputs of a built library differ from the reference's, None when they match."""
+    if key not in _REFERENCES:  # the checking process was restarted
+        _prepare_reference(key, *reference_args)
+    arrays, output_indices, reference = _REFERENCES[key]
+    module = tvm.runtime.load_module(library)
+    device = tvm.device(tvm.target.Target(target).kind.name, 0)
+    buffers = [tvm.nd.array(array, device) for array in arrays]
+    module.get_function(module.entry_name)(*buffers)
+    outputs = [buffers[index].numpy() for index in output_indices]
+    return output_difference(outputs, reference, tolerance)
+
+
 class StateOutputChecker:
     """Compares the outputs of states of a task with those of a reference state.
 
@@ -173,6 +191,7 @@ class StateOutputChecker:
         self._key = ""
         self._reference_args: tuple = ()
         self._layout_rewrite = int(LayoutRewriteOption.NO_REWRITE)
+        self._library_inputs_match = True
         self.task: Optional[SearchTask] = None
 
     def _call(self, function, *args):
@@ -202,6 +221,10 @@ class StateOutputChecker:
             When the programs of the task cannot be built or run on this host.
         """
         layout_rewrite = task.layout_rewrite_option
+        # The measured libraries of such a task expect transformed weights.
+        self._library_inputs_match = (
+            layout_rewrite != LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED
+        )
         if layout_rewrite == LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED:
             # The same computation, with the weight layout transformed inside the kernel.
             layout_rewrite = LayoutRewriteOption.INSERT_TRANSFORM_STAGE
@@ -233,7 +256,7 @@ class StateOutputChecker:
                 f"to check their outputs ({type(err).__name__}: {error_summary(err)})"
             ) from None
 
-    def difference(self, task: SearchTask, state) -> Optional[str]:
+    def difference(self, task: SearchTask, state, library: Optional[str] = None) -> Optional[str]:
         """How a state's outputs differ from the reference's.
 
         Parameters
@@ -242,6 +265,12 @@ class StateOutputChecker:
             The task of the state (the one given to :meth:`set_reference`).
         state : Union[State, StateObject]
             The state to check.
+        library : Optional[str]
+            The library built for the state (the file of its ``BuildResult``):
+            it is loaded and run, so the program checked is the one measured.
+            Without it, or for a task whose weights are pre-transformed
+            (``LayoutRewriteOption.REWRITE_FOR_PRE_TRANSFORMED``, whose libraries
+            expect transformed weights), the state is built here instead.
 
         Returns
         -------
@@ -252,6 +281,15 @@ class StateOutputChecker:
         if self.task is None:
             raise RuntimeError("set_reference() must be called before difference()")
         try:
+            if library is not None and self._library_inputs_match:
+                return self._call(
+                    _check_library,
+                    self._key,
+                    library,
+                    str(task.target),
+                    self._reference_args,
+                    self.tolerance,
+                )
             return self._call(
                 _check_state,
                 self._key,
