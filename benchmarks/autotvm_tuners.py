@@ -163,7 +163,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.quick:
-        args.tasks, args.tuners, args.budget, args.repeats = "matmul", "droplet,random", 12, 1
+        args.tasks, args.tuners, args.budget, args.repeats = "matmul,conv2d", "droplet,random", 12, 1
         args.min_repeat_ms = 0
     if args.out is None:
         args.out = "build/benchmarks-quick/autotvm" if args.quick else "benchmarks/results/autotvm"
@@ -183,7 +183,8 @@ def main() -> int:
         ),
     )
     print(f"TVM {tvm.__version__}, target {target}", flush=True)
-    sections = []
+    command = " ".join(sys.argv[1:])
+    out.mkdir(parents=True, exist_ok=True)
     for task_name in args.tasks.split(","):
         task, numpy_seconds = make_task(task_name, target, args.quick)
         print(f"{task_name}: {len(task.config_space)} configurations", flush=True)
@@ -198,15 +199,14 @@ def main() -> int:
         section = summarise(task_name, curves, numpy_seconds, task.flop, args.budget)
         if plot:
             section += f"\n![{task_name}]({plot.name})\n"
-        sections.append(section)
         print(section, flush=True)
-    command = " ".join(sys.argv[1:])
-    header = (
-        f"## AutoTVM tuners ({time.strftime('%Y-%m-%d')}, TVM {tvm.__version__}, {target})\n\n"
-        f"Command: `python3 ci/tvm_env.py run legacy python benchmarks/autotvm_tuners.py {command}`\n\n"
-    )
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "README.md").write_text(header + "\n".join(sections))
+        # One section per task, kept beside the others: a later run of other tasks adds its own.
+        (out / f"{task_name}.md").write_text(
+            f"{section}\n{time.strftime('%Y-%m-%d')}, TVM {tvm.__version__}, {target}; command: "
+            f"`python3 ci/tvm_env.py run legacy python benchmarks/autotvm_tuners.py {command}`\n"
+        )
+        sections = [path.read_text() for path in sorted(out.glob("*.md")) if path.name != "README.md"]
+        (out / "README.md").write_text("## AutoTVM tuners\n\n" + "\n".join(sections))
     return 0
 
 

@@ -25,7 +25,7 @@ from typing import Sequence, Tuple
 import numpy as np
 
 import tvm
-from tvm import autotvm, te
+from tvm import autotvm, te, topi  # pylint: disable=unused-import  (registers TOPI's x86 templates)
 
 from benchmarks.baselines import (  # pylint: disable=unused-import
     RESNET18_CONV,
