@@ -17,9 +17,10 @@
 """Post-optimization of tuning records with Droplet Search.
 
 ``post_optimize(database, trials, ...)`` exploits the best record of each
-workload of a database by coordinate descent over its trace's decisions and
-commits the improvements; ``PostOpt(work_dir, target, trials).run()`` does the
-same for the JSON database of a tuning work directory.  ``tune_tir``,
+workload of a database by coordinate descent over its trace's decisions,
+committing every measurement to the database (and resuming from it when run
+again); ``PostOpt(work_dir, target, trials).run()`` does the same for the JSON
+database of a tuning work directory.  ``tune_tir``,
 ``tune_tasks`` and ``tune_relax`` take a ``post_optimization`` budget.
 """
 

@@ -22,6 +22,7 @@ from typing import Dict, List, Optional, Tuple
 from tvm.ir import IRModule
 from tvm.tir.schedule import Schedule
 
+from ..database import TuningRecord
 from .space import Point
 
 # Structural equality moved from tvm.ir to the tvm-ffi package in newer TVM.
@@ -42,16 +43,23 @@ class Candidate:
     points : List[Point]
         The search points whose schedules are structurally equal to this one.
     run_secs : Optional[list]
-        The runner's measured times, once measured; None when the measurement
-        failed (or before it).
+        The measured times, once evaluated; None when the measurement failed
+        (or before it).
     measured : bool
-        Whether the candidate went through the builder and runner.
+        Whether the candidate was evaluated: built and run, or recovered.
+    recovered : bool
+        Whether its run times come from a record already in the database
+        instead of the builder and runner.
+    record : Optional[TuningRecord]
+        The record this post-optimization committed for it, if it was measured.
     """
 
     schedule: Schedule
     points: List[Point] = field(default_factory=list)
     run_secs: Optional[list] = None
     measured: bool = False
+    recovered: bool = False
+    record: Optional[TuningRecord] = None
 
     @property
     def mod(self) -> IRModule:
@@ -61,9 +69,14 @@ class Candidate:
     @property
     def costs(self) -> Tuple[float, ...]:
         """The measured times in seconds; empty when not measured or failed."""
-        if not self.run_secs:
-            return ()
-        return tuple(float(getattr(secs, "value", secs)) for secs in self.run_secs)
+        return seconds(self.run_secs)
+
+
+def seconds(run_secs: Optional[list]) -> Tuple[float, ...]:
+    """Run times as floats (runners report FloatImm); empty for None (a failure)."""
+    if not run_secs:
+        return ()
+    return tuple(float(getattr(secs, "value", secs)) for secs in run_secs)
 
 
 class CandidateTable:

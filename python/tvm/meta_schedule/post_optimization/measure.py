@@ -17,7 +17,8 @@
 """Measure candidate schedules through the user's builder and runner."""
 
 import logging
-from typing import List, Optional, Sequence
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Sequence
 
 from tvm.runtime import device as runtime_device
 from tvm.target import Target
@@ -44,12 +45,37 @@ def runner_device_type(target: Target) -> str:
     return device.MASK2STR[device.device_type]
 
 
+@dataclass
+class Measurement:
+    """The outcome of building and running one schedule.
+
+    Parameters
+    ----------
+    run_secs : Optional[list]
+        The runner's measured times, None when building or running failed.
+    error : Optional[str]
+        Why it failed (the builder's or runner's error message).
+    artifact_path : Optional[str]
+        The builder's artifact; removed when :func:`measure_schedules` returns.
+    """
+
+    run_secs: Optional[list] = None
+    error: Optional[str] = None
+    artifact_path: Optional[str] = None
+
+    def fail(self, error: str) -> None:
+        """Turn this measurement into a failure."""
+        self.run_secs = None
+        self.error = error
+
+
 def measure_schedules(
     schedules: Sequence[Schedule],
     target: Target,
     builder: Builder,
     runner: Runner,
-) -> List[Optional[list]]:
+    inspect: Optional[Callable[[List[Measurement]], None]] = None,
+) -> List[Measurement]:
     """Build all schedules in one batch, run the built ones in one batch.
 
     This is what MetaSchedule's task scheduler does with a batch of measure
@@ -67,12 +93,14 @@ def measure_schedules(
         The user's builder.
     runner : Runner
         The user's runner (with its evaluator configuration).
+    inspect : Optional[Callable[[List[Measurement]], None]]
+        Called with the measurements while the artifacts still exist; it may
+        turn measurements into failures (see :meth:`Measurement.fail`).
 
     Returns
     -------
-    run_secs : List[Optional[list]]
-        For each schedule, in order, the runner's measured times, or None when
-        building or running it failed.
+    measurements : List[Measurement]
+        For each schedule, in order, its run times or why it failed.
     """
     mods = [sch.mod for sch in schedules]
     builder_results = builder.build([BuilderInput(mod, target) for mod in mods])
@@ -81,12 +109,15 @@ def measure_schedules(
             f"the builder returned {len(builder_results)} results for {len(mods)} inputs"
         )
     device_type = runner_device_type(target)
+    measured = [Measurement() for _ in mods]
     runner_inputs = []
     built = []
     for position, (mod, result) in enumerate(zip(mods, builder_results)):
         if result.error_msg is not None or result.artifact_path is None:
+            measured[position].error = f"build error: {result.error_msg}"
             logger.debug("Post-optimization candidate failed to build: %s", result.error_msg)
             continue
+        measured[position].artifact_path = result.artifact_path
         runner_inputs.append(
             RunnerInput(
                 result.artifact_path,
@@ -95,15 +126,17 @@ def measure_schedules(
             )
         )
         built.append(position)
-    measured: List[Optional[list]] = [None] * len(mods)
     try:
         futures = runner.run(runner_inputs) if runner_inputs else []
         for position, future in zip(built, futures):
             result = future.result()
             if result.error_msg is not None or not result.run_secs:
+                measured[position].error = f"run error: {result.error_msg}"
                 logger.debug("Post-optimization candidate failed to run: %s", result.error_msg)
                 continue
-            measured[position] = list(result.run_secs)
+            measured[position].run_secs = list(result.run_secs)
+        if inspect is not None:
+            inspect(measured)
     finally:
         for inp in runner_inputs:
             remove_build_dir(inp.artifact_path)

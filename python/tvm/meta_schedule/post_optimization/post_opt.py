@@ -25,6 +25,7 @@ from ..builder import Builder
 from ..database import JSONDatabase
 from ..runner import Runner
 from .defaults import DEFAULT_TRIALS
+from .journal import check_appendable
 from .post_optimizer import PostOptimizationResult, post_optimize
 
 
@@ -32,8 +33,9 @@ class PostOpt:
     """Post-optimize every workload tuned in ``work_dir``.
 
     The database is the one ``tune_tir`` / ``tune_tasks`` write there
-    (``database_workload.json`` and ``database_tuning_record.json``);
-    improvements are appended to it.  See :func:`post_optimize` for the search.
+    (``database_workload.json`` and ``database_tuning_record.json``); every
+    measurement is appended to it, and running again resumes from it.  See
+    :func:`post_optimize` for the search, the journal and the budget.
 
     Parameters
     ----------
@@ -42,7 +44,8 @@ class PostOpt:
     target : Union[str, dict, Target]
         The target whose records are exploited.
     trials : int
-        The measurement budget per workload.
+        The budget per workload: distinct programs evaluated, measured or
+        recovered from the database.
     builder : Builder.BuilderType
         The builder; ``"local"`` works on small machines (see ``default_builder``).
     runner : Runner.RunnerType
@@ -71,6 +74,13 @@ class PostOpt:
         -------
         results : List[PostOptimizationResult]
             What was done for each workload.
+
+        Raises
+        ------
+        ValueError
+            When a database file is missing, or has a line that is not a JSON
+            record (a record cut short by a process stopped mid-write); the
+            files are left as they are.
         """
         paths = [
             os.path.join(self.work_dir, "database_workload.json"),
@@ -79,6 +89,7 @@ class PostOpt:
         missing = [path for path in paths if not os.path.isfile(path)]
         if missing:
             raise ValueError(f"no tuning database in {self.work_dir!r}: missing {missing}")
+        check_appendable(paths)
         database = JSONDatabase(*paths, allow_missing=False)
         return post_optimize(
             database, self.trials, target=self.target, builder=self.builder, runner=self.runner

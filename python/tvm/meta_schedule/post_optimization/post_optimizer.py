@@ -23,8 +23,9 @@ module is the adapter between MetaSchedule and the Droplet Search engine
 :class:`tvm.contrib.droplet_search.DropletSearch`: the engine proposes points
 of a :class:`~.space.TraceSpace`, the adapter turns them into postprocessed
 schedules, measures each distinct program once through the user's builder and
-runner, and commits an improvement to the database with
-``Database.commit_tuning_record``.
+runner, checks the outputs of those that would become the best record, and
+commits every measurement to the database with ``Database.commit_tuning_record``
+(the database is the search's journal, see :mod:`.journal`).
 """
 
 import logging
@@ -35,12 +36,12 @@ from typing import List, Optional, Sequence, Union
 from tvm.ir import IRModule
 from tvm.target import Target
 
-from ..arg_info import ArgInfo
 from ..builder import Builder
 from ..database import Database, TuningRecord, Workload
 from ..runner import Runner
 from ..tune_context import TuneContext
 from .defaults import resolve_builder, resolve_runner
+from .journal import Journal, check_appendable, database_files
 from .search import WorkloadSearch
 from .workloads import collect_jobs, mean_run_secs
 
@@ -65,11 +66,21 @@ class PostOptimizationResult:
         Mean run time (s) of its best record afterwards (``before`` when
         nothing better was found).
     trials : int
-        Candidates built and run (distinct programs, the start included).
+        Distinct programs the search evaluated (the start included): the
+        ``measured`` ones and the ``recovered`` ones.
     record : Optional[TuningRecord]
-        The record committed to the database, None when nothing improved.
+        The committed record of the fastest schedule, None when nothing
+        improved on ``before``.
     stop_reason : str
         Why the search ended.
+    measured : int
+        Programs built and run, each committed to the database.
+    recovered : int
+        Programs whose run times were taken from records already in the
+        database (the start, and measurements of an earlier run).
+    wrong_results : int
+        Measured programs whose outputs differed from the start schedule's,
+        committed as failures.
     """
 
     name: str
@@ -80,15 +91,18 @@ class PostOptimizationResult:
     trials: int
     record: Optional[TuningRecord] = None
     stop_reason: str = ""
+    measured: int = 0
+    recovered: int = 0
+    wrong_results: int = 0
 
     @property
     def speedup(self) -> float:
-        """``before / after``: 1.0 when nothing was committed."""
+        """``before / after``: 1.0 when nothing improved."""
         return self.before / self.after
 
     @property
     def improved(self) -> bool:
-        """Whether a faster record was committed."""
+        """Whether a record faster than the start was committed."""
         return self.record is not None
 
 
@@ -115,19 +129,41 @@ def post_optimize(
     ``runner``.  A neighbour replaces the current best when it is faster by a
     one-sided Welch test at ``pvalue`` (a plain comparison when the runner
     repeats once).  The search stops when the neighbourhood of the best is
-    exhausted or ``trials`` programs were measured.
+    exhausted, when ``trials`` programs were evaluated, or when a run of
+    failures says the neighbourhood is all invalid.
 
-    The best schedule found is committed with ``database.commit_tuning_record``
-    when it is faster than the re-measured start and than the record it started
-    from, so the database only gains real improvements, and each one becomes
-    the workload's best record.  Nothing is ever removed or rewritten.
+    The database is the journal of the search.  Every program built and run
+    is committed with ``database.commit_tuning_record`` right after its
+    batch, as MetaSchedule's ``AddToDatabase`` measure callback does: a
+    failed build or run with ``run_secs = [1e10]``.  A measured program
+    faster than the best valid run time seen so far (the database's best
+    record of the workload, then the best checked candidate) could become
+    the workload's best record: its outputs are first compared with the
+    start schedule's on the same random inputs (see
+    :class:`~.verification.OutputCheck`), and a mismatch is committed as a
+    failure and logged.  Nothing is ever removed or rewritten.
+
+    Resuming: the search starts from the workload's best record for the
+    target, and every program it proposes whose trace (without its
+    postprocessing part) is already recorded in the database for the target
+    is evaluated from that record, not measured; the start is such a
+    program.  Re-running the same call after an interruption (Ctrl-C, a
+    killed process) therefore measures nothing twice and appends only new
+    records; it starts from the best record committed so far.
+
+    Budget: ``trials`` bounds the distinct programs one call evaluates,
+    measured or recovered from the database, the start included; programs
+    structurally equal to one already evaluated are not counted again.  A
+    call after an interrupted one spends its budget on programs recovered
+    along its walk as well as on new ones.
 
     Parameters
     ----------
     database : Database
         Any MetaSchedule database holding tuning records.
     trials : int
-        The measurement budget per workload (at least 1; the start counts).
+        The budget per workload: distinct programs evaluated, measured or
+        recovered from the database (at least 1; the start counts).
     tasks : Optional[Sequence[Union[TuneContext, IRModule, Workload]]]
         The workloads to post-optimize: tuning tasks (their postprocessors are
         used), modules or workloads of the database.  All workloads of the
@@ -159,7 +195,8 @@ def post_optimize(
     ------
     ValueError
         On bad input (an empty database, an unknown workload, a budget below 1,
-        no record for the target), before anything is measured or committed.
+        no record for the target, a JSON database file cut short by a process
+        stopped mid-write), before anything is measured or committed.
     """
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
         raise ValueError(
@@ -169,10 +206,13 @@ def post_optimize(
         raise ValueError(f"batch_size must be positive, got {batch_size}")
     if target is not None and not isinstance(target, Target):
         target = Target(target)
+    jobs = collect_jobs(database, tasks, target, skip_unusable)
+    check_appendable(database_files(database))
     searches = []
-    for job in collect_jobs(database, tasks, target, skip_unusable):
+    for job in jobs:
         try:
-            searches.append(WorkloadSearch(job, pvalue))
+            journal = Journal(database, job.workload, job.target)
+            searches.append(WorkloadSearch(job, pvalue, journal))
         except ValueError as error:
             if not skip_unusable:
                 raise
@@ -180,20 +220,19 @@ def post_optimize(
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
     return [
-        _post_optimize_one(database, search, int(trials), builder, runner, batch_size)
+        _post_optimize_one(search, int(trials), builder, runner, batch_size)
         for search in searches
     ]
 
 
 def _post_optimize_one(
-    database: Database,
     search: WorkloadSearch,
     trials: int,
     builder: Builder,
     runner: Runner,
     batch_size: Optional[int],
 ) -> PostOptimizationResult:
-    """Run one workload's search and commit its best schedule if it is an improvement."""
+    """Run one workload's search; its measurements are committed as it goes."""
     job = search.job
     before = mean_run_secs(job.record)
     size = batch_size if batch_size is not None else max(1, 2 * len(search.space.dims))
@@ -206,31 +245,27 @@ def _post_optimize_one(
         after=before,
         trials=search.trials,
         stop_reason=search.stop_reason,
+        measured=search.measured,
+        recovered=search.recovered,
+        wrong_results=search.wrong_results,
     )
-    if best is not None and best.costs and search.space.start not in best.points:
+    if best is not None and best.costs:
         after = sum(best.costs) / len(best.costs)
         if after < before:
-            record = TuningRecord(
-                best.schedule.trace,
-                job.workload,
-                best.run_secs,
-                job.target,
-                ArgInfo.from_entry_func(best.mod, remove_preproc=True),
-            )
-            database.commit_tuning_record(record)
-            result.record = record
             result.after = after
-    start = search.space.start
-    start_mean = search.search.mean_cost(start) if search.space.dims else None
+            result.record = best.record
     logger.info(
-        "Post-optimization of %s: %.4g us -> %.4g us (%.3fx) in %d trials (start re-measured: %s; "
-        "%d duplicate programs not measured); %s. Best: %s",
+        "Post-optimization of %s: %.4g us -> %.4g us (%.3fx) in %d trials (%d measured, "
+        "%d from the database, %d wrong results; %d duplicate programs not measured); %s. "
+        "Best: %s",
         job.name,
         before * 1e6,
         result.after * 1e6,
         result.speedup,
         result.trials,
-        "%.4g us" % (start_mean * 1e6) if start_mean is not None else "no",
+        result.measured,
+        result.recovered,
+        result.wrong_results,
         search.duplicates,
         result.stop_reason,
         search.space.describe(search.search.centre),

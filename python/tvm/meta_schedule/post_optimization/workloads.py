@@ -33,8 +33,8 @@ from .candidates import structural_equal, structural_hash
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
 
-# MetaSchedule records a failed measurement with this run time.
-_FAILED_RUN_SECS = 1e10
+# MetaSchedule records a failed measurement with this run time (AddToDatabase).
+FAILED_RUN_SECS = 1e10
 
 
 @dataclass
@@ -68,7 +68,7 @@ def mean_run_secs(record: TuningRecord) -> Optional[float]:
         return None
     values = [float(getattr(secs, "value", secs)) for secs in record.run_secs]
     mean = sum(values) / len(values)
-    if not math.isfinite(mean) or mean >= _FAILED_RUN_SECS:
+    if not math.isfinite(mean) or mean >= FAILED_RUN_SECS:
         return None
     return mean
 

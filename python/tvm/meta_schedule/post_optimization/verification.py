@@ -1,0 +1,183 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Output check of post-optimization candidates against the start schedule.
+
+MetaSchedule's runners time kernels without looking at what they compute, so
+a miscompiled or wrongly scheduled kernel can become a workload's best
+record.  Before a candidate may become the best, the post-optimizer runs the
+artifact the builder made for it (the one the runner measured) on fixed
+random inputs on this machine, and compares every argument afterwards with
+what the start schedule (the record the search started from, built once by
+the same builder) computes from the same inputs.
+
+The check needs the target's code to run on this machine.  When it cannot
+(a cross-compiling target measured on remote devices through an RPC runner,
+or a device this machine lacks), the check is switched off with one log
+message and candidates are accepted on their run times alone.
+"""
+
+import logging
+from typing import List, Optional
+
+import numpy as np
+
+import tvm
+from tvm.runtime import device as runtime_device
+from tvm.target import Target
+from tvm.tir.schedule import Schedule
+
+from ..arg_info import ArgInfo
+from ..builder import Builder, BuilderInput
+from ..utils import remove_build_dir
+
+logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+
+RTOL = 1e-3
+"""Relative tolerance of the comparison (schedules may reorder float reductions)."""
+
+SEED = 0
+"""Seed of the random inputs."""
+
+
+def _array(data: np.ndarray, device):
+    """A TVM array on ``device`` (``tvm.runtime.tensor`` in newer TVM)."""
+    make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    return make(data, device)
+
+
+def _random(dtype: str, shape, rng: np.random.Generator) -> np.ndarray:
+    """Random values of ``dtype``: uniform in [0, 1) for floats, 0 or 1 otherwise."""
+    if np.dtype(dtype).kind == "f":
+        return rng.uniform(size=shape).astype(dtype)
+    return rng.integers(0, 2, size=shape).astype(dtype)
+
+
+def _last_line(error) -> str:
+    """The last line of an error (message); TVM's error messages end with the reason."""
+    lines = str(error).strip().splitlines()
+    return lines[-1] if lines else type(error).__name__
+
+
+class OutputCheck:
+    """Compares the outputs of built candidates with the start schedule's.
+
+    Parameters
+    ----------
+    start : Schedule
+        The postprocessed schedule of the record the search started from.
+    target : Target
+        The target the candidates are built for.
+    name : str
+        The workload's name, for log messages.
+    builder : Builder
+        The builder of the candidates, which builds the start schedule too.
+    """
+
+    def __init__(self, start: Schedule, target: Target, name: str, builder: Builder):
+        self.start = start
+        self.target = target
+        self.name = name
+        self.builder = builder
+        self._inputs: Optional[List[np.ndarray]] = None
+        self._expected: Optional[List[np.ndarray]] = None
+        self._disabled: Optional[str] = None
+
+    def _prepare(self) -> None:
+        """Run the start schedule here once, or switch the check off saying why."""
+        if self._expected is not None or self._disabled is not None:
+            return
+        (built,) = self.builder.build([BuilderInput(self.start.mod, self.target)])
+        if built.error_msg is not None or built.artifact_path is None:
+            self._disable("the start schedule did not build", built.error_msg)
+            return
+        try:
+            device = runtime_device(self.target.get_target_device_type(), 0)
+            if not device.exist:
+                raise RuntimeError(f"this machine has no {device} device")
+            rng = np.random.default_rng(SEED)
+            self._inputs = [
+                _random(str(info.dtype), [int(extent) for extent in info.shape], rng)
+                for info in ArgInfo.from_entry_func(self.start.mod, remove_preproc=True)
+            ]
+            self._expected = self._outputs(tvm.runtime.load_module(built.artifact_path))
+        except Exception as error:  # pylint: disable=broad-except
+            # The start ran on the runner's device: failing here means that the
+            # target's code cannot run on this machine.
+            self._disable(f"code for target {self.target} cannot run on this machine", error)
+        finally:
+            remove_build_dir(built.artifact_path)
+
+    def _disable(self, why: str, error) -> None:
+        self._disabled = f"{why} ({_last_line(error)})"
+        logger.warning(
+            "Post-optimization of %s: the outputs of candidates are not checked, because %s; "
+            "run times alone decide",
+            self.name,
+            self._disabled,
+        )
+
+    def _outputs(self, module) -> List[np.ndarray]:
+        """Every argument of ``module``'s entry function after one call on the inputs."""
+        device = runtime_device(self.target.get_target_device_type(), 0)
+        args = [_array(data, device) for data in self._inputs]
+        module[module.entry_name](*args)
+        device.sync()
+        return [arg.numpy() for arg in args]
+
+    def mismatch(self, artifact_path: str) -> Optional[str]:
+        """Why the built candidate at ``artifact_path`` computes wrong, None if it does not.
+
+        Parameters
+        ----------
+        artifact_path : str
+            The builder's artifact of the candidate (before the runner's cleanup).
+
+        Returns
+        -------
+        reason : Optional[str]
+            None when the outputs match the start schedule's (or the check is
+            switched off), otherwise a description of the difference.
+        """
+        self._prepare()
+        if self._disabled is not None:
+            return None
+        try:
+            got = self._outputs(tvm.runtime.load_module(artifact_path))
+        except Exception as error:  # pylint: disable=broad-except
+            return f"it fails to run on this machine: {_last_line(error)}"
+        for position, (value, expected) in enumerate(zip(got, self._expected)):
+            if value.shape != expected.shape or value.dtype != expected.dtype:
+                return f"argument {position} has shape {value.shape} {value.dtype}"
+            if np.dtype(expected.dtype).kind == "f":
+                scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+                close = np.isclose(
+                    value, expected, rtol=RTOL, atol=RTOL * max(scale, 1e-30), equal_nan=True
+                )
+            else:
+                close = value == expected
+            if not np.all(close):
+                worst = np.unravel_index(
+                    np.argmax(np.abs(value.astype("float64") - expected.astype("float64"))),
+                    value.shape,
+                )
+                return (
+                    f"argument {position} differs from the start schedule's in "
+                    f"{int(np.size(close) - np.count_nonzero(close))} of {np.size(close)} "
+                    f"elements (at {tuple(int(i) for i in worst)}: {value[worst]!r}, "
+                    f"expected {expected[worst]!r})"
+                )
+        return None

@@ -1,0 +1,588 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Test MetaSchedule post-optimization under faults, interruption and bad input.
+
+Faults are injected through MetaSchedule's own builder hook: a build function
+(``LocalBuilder(f_build=...)``) that, for chosen candidates, fails, sleeps past
+the build timeout, or builds a failing program in their place (one that
+rejects its arguments at run time, runs past the run timeout, or computes a
+wrong result fast).  Interrupted runs are real processes stopped by SIGINT and
+SIGKILL, then started again on the same JSON database.
+"""
+
+import json
+import logging
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import cloudpickle
+import numpy as np
+import psutil
+import pytest
+
+import tvm
+import tvm.s_tir.meta_schedule as ms
+import tvm.testing
+from tvm import te
+from tvm.contrib.droplet_search import DropletSearch
+from tvm.s_tir.meta_schedule.post_optimization import PostOpt, TraceSpace, post_optimize
+from tvm.s_tir.meta_schedule.post_optimization.journal import trace_key
+from tvm.s_tir.meta_schedule.post_optimization.measure import measure_schedules
+from tvm.s_tir.meta_schedule.post_optimization.verification import OutputCheck
+from tvm.s_tir.schedule import Schedule
+
+# Where these live differs between TVM versions.
+try:
+    from tvm_ffi import structural_hash
+except ImportError:
+    from tvm.ir import structural_hash
+try:
+    from tvm.ir.utils import derived_object
+except ImportError:
+    from tvm.s_tir.meta_schedule.utils import derived_object
+
+# The builder's worker processes cannot import this test module by name: send
+# the build function defined here by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+# The host triple: some builds of TVM default to another one.
+TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
+SIZE = 64
+# Generous for a normal candidate on a loaded 2-core machine, small next to the
+# deliberately slow ones, which never finish on their own.
+BUILD_TIMEOUT = 20
+RUN_TIMEOUT = 15
+FAULTS = ["compile_error", "build_timeout", "run_time_error", "run_timeout", "wrong_result"]
+FAILED = 1e10
+
+
+def matmul(size=SIZE, reduction=None, slow_extent=None):
+    """C = A @ B for square float32 matrices.
+
+    ``reduction`` shortens the reduction (a wrong, fast kernel); ``slow_extent``
+    repeats it that many times (a kernel far slower than any run timeout).
+    """
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, reduction or size), name="k")
+    axes = [k]
+    if slow_extent:
+        axes.append(te.reduce_axis((0, slow_extent), name="r"))
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=axes), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+
+
+def plain_build(mod, target, _params=None):
+    """TVM's build, without the tensor intrinsics newer TVM imports in every worker."""
+    return tvm.driver.build(mod, target=target)
+
+
+class FaultyBuild:
+    """A build function that injects a fault into the candidates it was given.
+
+    Parameters
+    ----------
+    faults : dict
+        The fault of each candidate, by the structural hash of its module.
+    default : str or None
+        The fault of every other candidate (None: build it correctly).
+    """
+
+    def __init__(self, faults, default=None):
+        self.faults = dict(faults)
+        self.default = default
+
+    def __call__(self, mod, target, params):
+        fault = self.faults.get(int(structural_hash(mod)), self.default)
+        if fault == "compile_error":
+            raise RuntimeError("injected compile error")
+        if fault == "build_timeout":
+            time.sleep(10 * BUILD_TIMEOUT)
+        if fault == "run_time_error":
+            # Built for larger matrices: TVM rejects the runner's arguments.
+            return plain_build(matmul(2 * SIZE), target)
+        if fault == "run_timeout":
+            return plain_build(matmul(slow_extent=1 << 16), target)
+        if fault == "wrong_result":
+            # Only the first term of each dot product: fast, and wrong.
+            return plain_build(matmul(reduction=1), target)
+        return plain_build(mod, target)
+
+
+def builder(faults=(), default=None):
+    return ms.builder.LocalBuilder(
+        f_build=FaultyBuild(dict(faults), default), max_workers=2, timeout_sec=BUILD_TIMEOUT
+    )
+
+
+def runner():
+    return ms.runner.LocalRunner(
+        timeout_sec=RUN_TIMEOUT,
+        evaluator_config=ms.runner.EvaluatorConfig(number=2, repeat=2, min_repeat_ms=0),
+    )
+
+
+def seconds(run_secs):
+    return [float(getattr(secs, "value", secs)) for secs in run_secs]
+
+
+def mean_secs(record):
+    values = seconds(record.run_secs)
+    return sum(values) / len(values)
+
+
+def check_matches_numpy(mod):
+    """Build ``mod`` (a scheduled matmul), run it and compare with numpy."""
+    tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    lib = plain_build(mod, TARGET)
+    dev = tvm.cpu()
+    a_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    b_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    a, b = tensor(a_np, dev), tensor(b_np, dev)
+    c = tensor(np.zeros((SIZE, SIZE), "float32"), dev)
+    lib[lib.entry_name](a, b, c)
+    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+class Start:
+    """A measured start record and what the post-optimizer makes of it."""
+
+    def __init__(self):
+        self.context = ms.TuneContext(
+            mod=matmul(), target=TARGET, space_generator="post-order-apply", rand_state=7
+        )
+        postprocs = self.context.space_generator.postprocs
+        design = self.context.generate_design_space()[0]
+        space = TraceSpace(design.trace, matmul(), postprocs)
+        self.schedule = space.schedule(space.start)
+        assert self.schedule is not None
+        (measurement,) = measure_schedules([self.schedule], TARGET, builder(), runner())
+        assert measurement.error is None, measurement.error
+        self.run_secs = measurement.run_secs
+        self.space = TraceSpace(self.schedule.trace, matmul(), postprocs)
+
+    def database(self, work_dir=None):
+        """A database holding the workload and the start record only."""
+        if work_dir is None:
+            database = ms.database.MemoryDatabase()
+        else:
+            database = ms.database.JSONDatabase(work_dir=str(work_dir))
+        workload = database.commit_workload(matmul())
+        database.commit_tuning_record(
+            ms.database.TuningRecord(
+                self.schedule.trace,
+                workload,
+                self.run_secs,
+                TARGET,
+                ms.arg_info.ArgInfo.from_entry_func(self.schedule.mod, remove_preproc=True),
+            )
+        )
+        return database
+
+    def first_batch(self, size):
+        """The distinct programs of the first batch, as the post-optimizer asks for it.
+
+        Returns, for each, the structural hash of its module and its trace's text.
+        """
+        walk = DropletSearch(
+            self.space.dims,
+            self.space.start,
+            is_valid=lambda point: self.space.schedule(point) is not None,
+        )
+        programs = {}
+        for point in walk.ask(size):
+            schedule = self.space.schedule(point)
+            programs.setdefault(int(structural_hash(schedule.mod)), trace_key(schedule.trace))
+        return list(programs.items())
+
+
+@pytest.fixture(scope="module", name="start")
+def fixture_start():
+    return Start()
+
+
+@pytest.fixture(name="messages")
+def fixture_messages(caplog):
+    """The messages of the "meta_schedule" logger at INFO and above."""
+    caplog.set_level(logging.INFO, logger="meta_schedule")
+    log = logging.getLogger("meta_schedule")
+    if not log.propagate:  # TVM may configure it not to propagate
+        log.addHandler(caplog.handler)
+    yield caplog
+    log.removeHandler(caplog.handler)
+
+
+def records_by_program(database):
+    """The database's records by the text of their program."""
+    by_program = {}
+    for record in database.get_all_tuning_records():
+        by_program.setdefault(trace_key(record.trace), []).append(record)
+    return by_program
+
+
+# ----------------------------------------------------------------------------- faults
+
+
+def test_measurement_faults_are_recorded_and_never_best(start, messages):
+    batch_size = 1 + len(FAULTS) + 4
+    programs = start.first_batch(batch_size)
+    assert len(programs) >= 1 + len(FAULTS) + 1, "the first batch has room for correct ones"
+    # programs[0] is the start, taken from its record.
+    faults = {program: fault for (program, _), fault in zip(programs[1:], FAULTS)}
+    keys = {fault: key for (_, key), fault in zip(programs[1:], FAULTS)}
+    recorded = []
+
+    @derived_object
+    class RecordingBuilder(ms.builder.PyBuilder):
+        def __init__(self):
+            super().__init__()
+            self.inner = builder(faults)
+
+        def build(self, build_inputs):
+            recorded.extend(int(structural_hash(inp.mod)) for inp in build_inputs)
+            return self.inner.build(build_inputs)
+
+    database = start.database()
+    (result,) = post_optimize(
+        database,
+        batch_size + 4,
+        tasks=[start.context],
+        builder=RecordingBuilder(),
+        runner=runner(),
+        batch_size=batch_size,
+    )
+    # Every fault was measured in the first batch, and the search went on after it.
+    assert set(faults) <= set(recorded[: batch_size - 1])
+    # The start was built once more, as the reference of the output check.
+    start_program = programs[0][0]
+    assert recorded.count(start_program) == 1
+    measured = [program for program in recorded if program != start_program]
+    assert len(measured) > batch_size - 1
+    assert result.measured == len(measured) == len(set(measured)) and result.recovered == 1
+    assert result.wrong_results == 1
+
+    # Each faulty program is in the database once, as MetaSchedule records failures.
+    by_program = records_by_program(database)
+    for fault, key in keys.items():
+        assert [seconds(record.run_secs) for record in by_program[key]] == [[FAILED]], fault
+    assert len(database.get_all_tuning_records()) == 1 + result.measured
+    assert all(len(records) == 1 for records in by_program.values())
+    # The wrong kernel was the fastest measured, and was caught by its outputs.
+    wrong = [m.getMessage() for m in messages.records if "computes a wrong" in m.getMessage()]
+    assert len(wrong) == 1 and "differs from the start schedule's" in wrong[0]
+
+    # None of the faulty programs is the best: the top record computes the matmul.
+    (best,) = database.get_top_k(database.commit_workload(matmul()), 1)
+    assert mean_secs(best) < FAILED
+    assert trace_key(best.trace) not in keys.values()
+    best_schedule = database.query_schedule(matmul(), TARGET, "main")
+    assert int(structural_hash(best_schedule.mod)) not in faults
+    check_matches_numpy(best_schedule.mod)
+
+
+def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messages):
+    database = start.database()
+    failure_limit = 2 * len(start.space.dims)
+    # Every candidate fails to build; batches of a few programs.
+    batch_size = 4
+    (result,) = post_optimize(
+        database,
+        4 * failure_limit,
+        tasks=[start.context],
+        builder=builder(default="compile_error"),
+        runner=runner(),
+        batch_size=batch_size,
+    )
+    assert result.recovered == 1
+    # The search stopped at the end of the batch where the run of failures reached the limit.
+    assert failure_limit <= result.measured < failure_limit + batch_size
+    assert not result.improved and result.after == result.before
+    assert "all-invalid neighbourhood" in result.stop_reason
+    stops = [
+        record.getMessage()
+        for record in messages.records
+        if record.name == "meta_schedule" and "all-invalid neighbourhood" in record.getMessage()
+    ]
+    assert stops[0] == (
+        f"Post-optimization of main stops after {result.trials} trials: the last "
+        f"{result.measured} distinct programs all failed (all-invalid neighbourhood)"
+    )
+    records = database.get_all_tuning_records()
+    assert len(records) == 1 + result.measured
+    assert sum(seconds(record.run_secs) == [FAILED] for record in records) == result.measured
+    assert trace_key(records[0].trace) == trace_key(start.schedule.trace)
+
+
+
+def test_output_check_is_switched_off_once_for_code_this_machine_cannot_run(messages):
+    """Candidates for a cross target (measured on remote devices) cannot be checked here."""
+    cross = tvm.target.Target({"kind": "llvm", "mtriple": "riscv64-unknown-linux-gnu"})
+    A = te.placeholder((SIZE,), name="A")
+    B = te.compute((SIZE,), lambda i: A[i] * 2.0, name="B")
+    double = tvm.IRModule({"main": te.create_prim_func([A, B]).with_attr("global_symbol", "main")})
+    check = OutputCheck(Schedule(double), cross, "main", builder())
+    # The check never gets to the candidate's artifact: it needs the start's outputs first.
+    assert check.mismatch("no-such-artifact.tar") is None
+    assert check.mismatch("no-such-artifact.tar") is None
+    warnings = [
+        record.getMessage() for record in messages.records if record.levelno >= logging.WARNING
+    ]
+    assert len(warnings) == 1
+    assert "the outputs of candidates are not checked, because code for target" in warnings[0]
+    assert "cannot run on this machine" in warnings[0]
+
+
+# ------------------------------------------------------------------------ interruption
+
+POST_OPTIMIZATION_SCRIPT = """
+import logging
+import sys
+
+import tvm
+import tvm.s_tir.meta_schedule as ms
+from tvm import te
+from tvm.s_tir.meta_schedule.post_optimization import post_optimize
+
+
+def matmul(size):
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+
+
+def build(mod, target, _params):
+    return tvm.driver.build(mod, target=target)
+
+
+logging.basicConfig(level=logging.INFO)
+target = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
+# The postprocessors of the default space generator, without its schedule rules.
+task = ms.TuneContext(
+    mod=matmul(SIZE),
+    target=target,
+    space_generator=ms.space_generator.PostOrderApply(
+        sch_rules=[], postprocs="from-target", mutator_probs={}
+    ),
+)
+database = ms.database.JSONDatabase(work_dir=sys.argv[1], allow_missing=False)
+(result,) = post_optimize(
+    database,
+    TRIALS,
+    tasks=[task],
+    builder=ms.builder.LocalBuilder(f_build=build, max_workers=1, timeout_sec=60),
+    runner=ms.runner.LocalRunner(
+        timeout_sec=60,
+        evaluator_config=ms.runner.EvaluatorConfig(number=1, repeat=2, min_repeat_ms=0),
+    ),
+    batch_size=BATCH,
+)
+print("measured", result.measured, "recovered", result.recovered, file=sys.stderr)
+"""
+
+TRIALS = 9
+BATCH = 3
+
+
+def record_lines(work_dir):
+    with open(work_dir / "database_tuning_record.json", "rb") as records:
+        return records.read()
+
+
+def run_script(script, work_dir, stop_signal=None, stop_after_lines=None):
+    """Run the script on ``work_dir``; with ``stop_signal``, send it once the
+    tuning record file has ``stop_after_lines`` lines.
+
+    Returns the return code, the script's stderr and the processes it started
+    that are still running a while after it ended.
+    """
+    errors = work_dir / "stderr.txt"
+    with open(errors, "w") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, str(script), str(work_dir)], stdout=subprocess.DEVNULL, stderr=stderr
+        )
+    descendants = {}
+    try:
+        while process.poll() is None:
+            for child in psutil.Process(process.pid).children(recursive=True):
+                descendants[child.pid] = child
+            if stop_signal is not None and record_lines(work_dir).count(b"\n") >= stop_after_lines:
+                process.send_signal(stop_signal)
+                break
+            time.sleep(0.05)
+        process.wait(timeout=600)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    _, alive = psutil.wait_procs(list(descendants.values()), timeout=5)
+    for left in alive:
+        try:
+            left.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=30)
+    return process.returncode, errors.read_text()
+
+
+def post_optimization_records(work_dir, start_lines):
+    """The post-optimization's records: every line after the start's, loaded by TVM."""
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+    lines = record_lines(work_dir).splitlines()
+    assert len(database) == len(lines)
+    return lines[start_lines:]
+
+
+def test_interrupted_run_resumes_from_its_database(tmp_path, start):
+    script = tmp_path / "post_optimize.py"
+    script.write_text(
+        POST_OPTIMIZATION_SCRIPT.replace("SIZE", str(SIZE))
+        .replace("TRIALS", str(TRIALS))
+        .replace("BATCH", str(BATCH))
+    )
+    work_dir = tmp_path / "work"
+    work_dir.mkdir()
+    start.database(work_dir)
+    start_lines = record_lines(work_dir).count(b"\n")
+    history = [record_lines(work_dir)]
+
+    # Ctrl-C once the first batch is committed (the start is taken from its record).
+    code, stderr = run_script(script, work_dir, signal.SIGINT, start_lines + BATCH - 1)
+    # Newer TVM reports an interrupt that arrives inside a builder called through
+    # its FFI as an error of that call: either way the run stops with a traceback.
+    assert code != 0 and "Traceback" in stderr, stderr[-3000:]
+    history.append(record_lines(work_dir))
+    # Killed once one more batch is committed.
+    code, stderr = run_script(script, work_dir, signal.SIGKILL, start_lines + 2 * BATCH - 1)
+    assert code == -signal.SIGKILL
+    history.append(record_lines(work_dir))
+    # The same command again, to its end.
+    code, stderr = run_script(script, work_dir)
+    assert code == 0, stderr[-3000:]
+    history.append(record_lines(work_dir))
+
+    for before, after in zip(history, history[1:]):
+        assert after.startswith(before), "the database was only appended to"
+        assert after.endswith(b"\n")
+    assert history[1] != history[0] and history[2] != history[1], "each run committed a batch"
+    measured = int(re.search(r"measured (\d+) recovered (\d+)", stderr).group(1))
+    recovered = int(re.search(r"measured (\d+) recovered (\d+)", stderr).group(2))
+    assert recovered >= 1 and measured + recovered <= TRIALS
+    records = post_optimization_records(work_dir, start_lines)
+    assert len(records) >= 2 * BATCH - 2 + measured
+    # No program was measured twice: every record's program differs from the others'.
+    traces = [json.dumps(json.loads(line)[1][0]) for line in records]
+    keys = set()
+    database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+    for record in database.get_all_tuning_records():
+        keys.add(trace_key(record.trace))
+    assert len(keys) == 1 + len(records) == 1 + len(set(traces))
+    best = database.query_schedule(matmul(), TARGET, "main")
+    check_matches_numpy(best.mod)
+
+
+# ------------------------------------------------------------------------- bad input
+# Bad input is rejected before a builder or runner is created: the calls below
+# leave both at their defaults.
+
+WORKLOADS = "database_workload.json"
+RECORDS = "database_tuning_record.json"
+
+
+def cut_last_line(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - len(data.splitlines()[-1]) // 2 - 1])
+
+
+def drop_final_newline(path):
+    path.write_bytes(path.read_bytes()[:-1])
+
+
+def prepend_garbage(path):
+    path.write_bytes(b"this is not a record\n" + path.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "damage, file_name, message",
+    [
+        (cut_last_line, RECORDS, "does not end with a newline: its last record \\(line 1\\)"),
+        (cut_last_line, WORKLOADS, "does not end with a newline: its last record \\(line 1\\)"),
+        (drop_final_newline, RECORDS, "does not end with a newline"),
+        (prepend_garbage, RECORDS, "line 1 of the database file .* is not a JSON record"),
+        (lambda path: path.write_bytes(b""), RECORDS, "the database is empty"),
+        (os.remove, RECORDS, "no tuning database in .*: missing"),
+        (os.remove, WORKLOADS, "no tuning database in .*: missing"),
+    ],
+    ids=["cut-record", "cut-workload", "no-newline", "garbage", "empty", "no-records", "no-workloads"],
+)
+def test_damaged_database_files_are_named_and_left_alone(tmp_path, start, damage, file_name, message):
+    start.database(tmp_path)
+    damage(tmp_path / file_name)
+    before = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match=message) as error:
+        PostOpt(str(tmp_path), TARGET, trials=4).run()
+    if "missing" not in message and "empty" not in message:
+        assert str(tmp_path / file_name) in str(error.value), "the error names the file"
+    after = {path.name: path.read_bytes() for path in tmp_path.iterdir()}
+    assert after == before, "the database files were not touched"
+
+
+def test_cut_record_is_named_before_anything_is_appended(tmp_path, start):
+    """A database loaded before its last record was cut is not appended to."""
+    database = start.database(tmp_path)
+    drop_final_newline(tmp_path / RECORDS)
+    before = (tmp_path / RECORDS).read_bytes()
+    # TVM still reads the record; appending would glue the next one to it.
+    assert len(ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)) == 1
+    with pytest.raises(ValueError, match=f"{re.escape(str(tmp_path / RECORDS))}.* newline"):
+        post_optimize(database, 4)
+    assert (tmp_path / RECORDS).read_bytes() == before
+    # A record cut in the middle is rejected by TVM's reader itself.
+    cut_last_line(tmp_path / RECORDS)
+    with pytest.raises(Exception):
+        ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)
+
+
+@pytest.mark.parametrize("trials", [0, -3, True, 2.5, "8"])
+def test_bad_budget_is_named(tmp_path, start, trials):
+    start.database(tmp_path)
+    before = (tmp_path / RECORDS).read_bytes()
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)
+    with pytest.raises(ValueError, match="positive number of trials per workload, got"):
+        post_optimize(database, trials)
+    assert (tmp_path / RECORDS).read_bytes() == before
+
+
+def test_records_of_other_workloads_and_targets_are_not_used(tmp_path, start, messages):
+    """A database whose only records are for another target, next to another workload."""
+    other_target = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 1})
+    database = start.database(tmp_path)
+    before = (tmp_path / RECORDS).read_bytes()
+    with pytest.raises(ValueError, match="target mismatch: the database has no successful"):
+        post_optimize(database, 4, target=other_target)
+    with pytest.raises(ValueError, match="unknown workload"):
+        post_optimize(database, 4, tasks=[matmul(2 * SIZE)])
+    assert (tmp_path / RECORDS).read_bytes() == before
+
+
+if __name__ == "__main__":
+    tvm.testing.main()

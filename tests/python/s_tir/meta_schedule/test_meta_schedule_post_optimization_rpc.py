@@ -1,0 +1,210 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Test MetaSchedule post-optimization measuring through an RPC tracker.
+
+A tracker and two RPC servers run on the loopback interface, as a tracker and
+its devices would on a network; the post-optimizer measures through
+``meta_schedule.runner.RPCRunner``.
+"""
+
+import os
+import sys
+import time
+
+import cloudpickle
+import numpy as np
+import pytest
+
+import tvm
+import tvm.s_tir.meta_schedule as ms
+import tvm.testing
+from tvm import rpc, te
+from tvm.s_tir.meta_schedule.post_optimization import TraceSpace, post_optimize
+from tvm.s_tir.meta_schedule.post_optimization.journal import trace_key
+from tvm.s_tir.meta_schedule.post_optimization.measure import measure_schedules
+from tvm.rpc.tracker import Tracker
+
+# The builder's worker processes cannot import this test module by name: send
+# the build function defined here by value.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+# The host triple: some builds of TVM default to another one.
+TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
+LOOPBACK = "127.0.0.1"
+SIZE = 64
+FAILED = 1e10
+
+
+def matmul(size=SIZE):
+    """C = A @ B for square float32 matrices."""
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+
+
+def plain_build(mod, target, _params=None):
+    """TVM's build, without the tensor intrinsics newer TVM imports in every worker."""
+    return tvm.driver.build(mod, target=target)
+
+
+def builder():
+    return ms.builder.LocalBuilder(f_build=plain_build, max_workers=2, timeout_sec=60)
+
+
+EVALUATOR = ms.runner.EvaluatorConfig(number=2, repeat=2, min_repeat_ms=0)
+
+
+class Devices:
+    """An RPC tracker and the servers registered with it under one key."""
+
+    def __init__(self, key, count):
+        self.key = key
+        self.tracker = Tracker(host=LOOPBACK, port=9190, port_end=9390, silent=True)
+        self.servers = []
+        try:
+            for _ in range(count):
+                self.servers.append(
+                    rpc.Server(
+                        host=LOOPBACK,
+                        port=9390,
+                        port_end=9590,
+                        key=key,
+                        tracker_addr=(LOOPBACK, self.tracker.port),
+                        silent=True,
+                    )
+                )
+            self.wait_until_free(count)
+        except BaseException:
+            self.terminate()
+            raise
+
+    @property
+    def port(self):
+        return self.tracker.port
+
+    def free(self):
+        """How many servers of the key the tracker can hand out now."""
+        summary = rpc.connect_tracker(LOOPBACK, self.port).summary()
+        return summary["queue_info"].get(self.key, {}).get("free", 0)
+
+    def wait_until_free(self, count, timeout=60):
+        deadline = time.monotonic() + timeout
+        while self.free() != count:
+            assert time.monotonic() < deadline, f"{count} RPC servers did not register"
+            time.sleep(0.2)
+
+    def terminate(self):
+        for server in self.servers:
+            server.terminate()
+        self.tracker.terminate()
+
+
+@pytest.fixture(name="devices")
+def fixture_devices():
+    """A tracker with two servers on the loopback interface, always shut down."""
+    started = Devices(f"post-optimization-test-{os.getpid()}", 2)
+    try:
+        yield started
+    finally:
+        started.terminate()
+
+
+def rpc_runner(devices):
+    return ms.runner.RPCRunner(
+        rpc_config=ms.runner.RPCConfig(
+            tracker_host=LOOPBACK,
+            tracker_port=devices.port,
+            tracker_key=devices.key,
+            session_timeout_sec=60,
+        ),
+        evaluator_config=EVALUATOR,
+        max_workers=2,
+    )
+
+
+def seconds(run_secs):
+    return [float(getattr(secs, "value", secs)) for secs in run_secs]
+
+
+def check_matches_numpy(mod):
+    """Build ``mod`` (a scheduled matmul), run it and compare with numpy."""
+    tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
+    lib = plain_build(mod, TARGET)
+    dev = tvm.cpu()
+    a_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    b_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
+    a, b = tensor(a_np, dev), tensor(b_np, dev)
+    c = tensor(np.zeros((SIZE, SIZE), "float32"), dev)
+    lib[lib.entry_name](a, b, c)
+    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
+
+
+def test_post_optimize_through_rpc_tracker(devices):
+    # The start: a schedule of the default design space, measured on the devices.
+    context = ms.TuneContext(
+        mod=matmul(), target=TARGET, space_generator="post-order-apply", rand_state=3
+    )
+    postprocs = context.space_generator.postprocs
+    design = context.generate_design_space()[0]
+    space = TraceSpace(design.trace, matmul(), postprocs)
+    start = space.schedule(space.start)
+    (measurement,) = measure_schedules([start], TARGET, builder(), rpc_runner(devices))
+    assert measurement.error is None, measurement.error
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul())
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            start.trace,
+            workload,
+            measurement.run_secs,
+            TARGET,
+            ms.arg_info.ArgInfo.from_entry_func(start.mod, remove_preproc=True),
+        )
+    )
+
+    (result,) = post_optimize(
+        database, 9, tasks=[context], builder=builder(), runner=rpc_runner(devices), batch_size=4
+    )
+    assert result.recovered == 1 and result.measured == 8
+    assert result.wrong_results == 0
+    records = database.get_all_tuning_records()
+    assert len(records) == 1 + result.measured
+    # Every candidate of this space is a valid program: each was measured on a device.
+    for record in records:
+        values = seconds(record.run_secs)
+        assert len(values) == EVALUATOR.repeat and 0 < min(values) and max(values) < FAILED
+    best = database.query_schedule(matmul(), TARGET, "main")
+    check_matches_numpy(best.mod)
+    assert devices.free() == 2, "every device was handed back to the tracker"
+
+    # The records are those of local measurement: measuring locally, the same
+    # call goes on from them and measures only new programs.
+    local_runner = ms.runner.LocalRunner(evaluator_config=EVALUATOR)
+    (again,) = post_optimize(
+        database, 12, tasks=[context], builder=builder(), runner=local_runner, batch_size=4
+    )
+    assert again.recovered >= 1
+    keys = [trace_key(record.trace) for record in database.get_all_tuning_records()]
+    assert len(keys) == len(records) + again.measured
+    assert len(set(keys)) == len(keys), "a program was measured twice"
+    check_matches_numpy(database.query_schedule(matmul(), TARGET, "main").mod)
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
