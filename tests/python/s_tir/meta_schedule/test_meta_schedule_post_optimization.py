@@ -74,10 +74,10 @@ def matmul(size: int = SIZE) -> tvm.IRModule:
     return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
 
 
-def runner() -> ms.runner.Runner:
-    """A runner that repeats each measurement three times, briefly."""
+def runner(repeat: int = 3) -> ms.runner.Runner:
+    """A runner that repeats each measurement ``repeat`` times, briefly."""
     return ms.runner.LocalRunner(
-        evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=20)
+        evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=repeat, min_repeat_ms=20)
     )
 
 
@@ -277,7 +277,9 @@ def test_post_optimize_improves_a_poor_record_measuring_each_program_once(tuned,
     context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
     space = TraceSpace(record.trace, matmul(), context.space_generator.postprocs)
     poor = space.schedule(poor_point(space))
-    (measurement,) = measure_schedules([poor], TARGET, builder, runner())
+    # More samples per program and a lenient acceptance test: the test is about what
+    # is measured and committed, and must hold on a loaded machine too.
+    (measurement,) = measure_schedules([poor], TARGET, builder, runner(repeat=7))
     run_secs = measurement.run_secs
     assert run_secs and measurement.error is None
     database = ms.database.MemoryDatabase()
@@ -293,7 +295,13 @@ def test_post_optimize_improves_a_poor_record_measuring_each_program_once(tuned,
     )
     recording = RecordingBuilder(builder)
     (result,) = post_optimize(
-        database, 16, tasks=[context], builder=recording, runner=runner(), batch_size=16
+        database,
+        16,
+        tasks=[context],
+        builder=recording,
+        runner=runner(repeat=7),
+        batch_size=16,
+        pvalue=0.25,
     )
     # The start came from its record, and was built once more as the reference
     # of the output check; each other distinct program was built once.
