@@ -98,7 +98,11 @@ def series_modules() -> set:
     modules = set()
     for patch in tvm_overlay.load_series(REPO, MODERN.flavor):
         paths = [flavor.map_path(name) for name in patch.files]
-        paths += [flavor.map_path(edit.file) for edit in patch.edits]
+        paths += [
+            flavor.map_path(edit.file)
+            for edit in patch.edits
+            if edit.flavors is None or MODERN.flavor in edit.flavors
+        ]
         for path in paths:
             if path.startswith("python/tvm/") and path.endswith(".py"):
                 module = path[len("python/") : -len(".py")].replace("/", ".")
