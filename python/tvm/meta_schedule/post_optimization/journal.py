@@ -40,6 +40,7 @@ from tvm.tir.schedule import Schedule, Trace
 
 from ..arg_info import ArgInfo
 from ..database import Database, TuningRecord, Workload
+from .candidates import seconds
 from .workloads import FAILED_RUN_SECS, mean_run_secs, target_key
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
@@ -127,7 +128,7 @@ class Journal:
 
 
 def _mean(run_secs) -> float:
-    values = [float(getattr(secs, "value", secs)) for secs in run_secs]
+    values = seconds(run_secs)
     return sum(values) / len(values)
 
 

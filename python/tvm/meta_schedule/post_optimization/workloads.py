@@ -29,7 +29,7 @@ from ..database import Database, TuningRecord, Workload
 from ..postproc import Postproc
 from ..tune_context import TuneContext, _normalize_mod
 from ..utils import shash2hex
-from .candidates import structural_equal, structural_hash
+from .candidates import seconds, structural_equal, structural_hash
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
 
@@ -64,9 +64,9 @@ class PostOptimizationJob:
 
 def mean_run_secs(record: TuningRecord) -> Optional[float]:
     """The mean run time of a successful record, None for a failed one."""
-    if record.run_secs is None or len(record.run_secs) == 0:
+    values = seconds(record.run_secs)
+    if not values:
         return None
-    values = [float(getattr(secs, "value", secs)) for secs in record.run_secs]
     mean = sum(values) / len(values)
     if not math.isfinite(mean) or mean >= FAILED_RUN_SECS:
         return None
