@@ -66,6 +66,7 @@ from tvm.s_tir.meta_schedule.post_optimization import default_builder, post_opti
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
 from benchmarks.baselines import numpy_matmul_seconds  # pylint: disable=wrong-import-position
 from benchmarks.report import (  # pylint: disable=wrong-import-position
     Curve,
@@ -87,7 +88,7 @@ def matmul_module(rows: int, reduction: int, cols: int) -> tvm.IRModule:
 
 
 def host_target() -> tvm.target.Target:
-    cpu = tvm.target.codegen.llvm_get_system_cpu()
+    cpu = host_cpu()
     return tvm.target.Target({"kind": "llvm", "mcpu": cpu, "num-cores": 2})
 
 

@@ -19,7 +19,6 @@
 The shapes are those of the Droplet Search papers (see ``../shared/UPSTREAM.md``):
 matmul N, L, M = 1000, 800, 700 and a ResNet-18 conv2d layer.
 """
-import platform
 from typing import Sequence, Tuple
 
 import numpy as np
@@ -34,6 +33,7 @@ from benchmarks.baselines import (  # pylint: disable=unused-import
     numpy_conv2d_seconds,
     numpy_matmul_seconds,
 )
+from benchmarks.host import host_llvm_target
 
 # Loop orders of the matmul template's inner loops (row, reduction, column).
 MATMUL_ORDERS = ("ik j", "ki j", "i jk", "k ij")
@@ -43,10 +43,9 @@ def host_target_string() -> str:
     """The host CPU as an ``llvm`` target string with the triple and CPU spelled out.
 
     The legacy build's LLVM defaults to a riscv64 triple, and a target without
-    ``-mcpu`` gets SSE-only code: both are named explicitly.
+    ``-mcpu`` gets SSE-only code: both are named explicitly (see ``host.py``).
     """
-    cpu = tvm.target.codegen.llvm_get_system_cpu()
-    return f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}"
+    return host_llvm_target()
 
 
 @autotvm.template("droplet_bench/matmul")
