@@ -14,19 +14,17 @@
 # KIND, either express or implied.  See the License for the
 # specific language governing permissions and limitations
 # under the License.
-"""Algorithm tests of the Droplet Search engine, with deterministic costs."""
+"""Algorithm tests of the Droplet Search engine on deterministic cost landscapes."""
 import itertools
 import random
 
+import numpy as np
 import pytest
 import scipy.stats
 
-from tvm.contrib.droplet_search import (
-    DropletSearch,
-    is_faster,
-    regularized_incomplete_beta,
-    welch_pvalue,
-)
+import tvm.testing
+from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary, is_faster
+from tvm.contrib.droplet_search.outputs import output_difference, random_array
 
 
 def bowl(optimum, repeats=3):
@@ -39,28 +37,36 @@ def bowl(optimum, repeats=3):
     return cost
 
 
+def diagonal_valley(point):
+    """A valley along ``x == y`` sloping towards (20, 20): every axis step climbs out of it."""
+    x, y = point
+    base = 1.0 + 10.0 * abs(x - y) + 0.1 * (20 - x)
+    return [base * (1.0 + 1e-3 * k) for k in range(3)]
+
+
 def run(search, cost, batch_size):
-    """Drive ``search`` to completion; returns every batch it proposed."""
-    batches = []
+    """Drive ``search`` to completion; returns every point it proposed, in order."""
+    proposed = []
     while not search.finished:
         batch = search.ask(batch_size)
         assert batch, "an unfinished search with nothing outstanding must propose"
-        batches.append(batch)
+        proposed.extend(batch)
         for point in batch:
             search.tell(point, cost(point))
-    return batches
+    return proposed
 
 
 @pytest.mark.parametrize("batch_size", [1, 3, 8, 64])
-def test_converges_to_bowl_optimum(batch_size):
+@pytest.mark.parametrize("diagonals", [False, True])
+def test_converges_to_bowl_optimum(batch_size, diagonals):
     optimum = (5, 2, 7)
-    search = DropletSearch((10, 10, 10))
-    batches = run(search, bowl(optimum), batch_size)
+    search = DropletSearch((10, 10, 10), diagonals=diagonals)
+    proposed = run(search, bowl(optimum), batch_size)
     assert search.best[0] == optimum
     assert search.stop_reason.startswith("the neighbourhood")
-    measured = [point for batch in batches for point in batch]
-    assert len(measured) == len(set(measured)), "a point was proposed twice"
-    assert len(measured) < 10 * 10 * 10 / 4, "droplet search should not enumerate the space"
+    assert search.converged_after == len(proposed) == search.measurements
+    assert len(proposed) == len(set(proposed)), "a point was proposed twice"
+    assert len(proposed) < 10 * 10 * 10 / 4, "droplet search should not enumerate the space"
 
 
 def test_first_batch_holds_start_and_radius_one_neighbours():
@@ -68,25 +74,36 @@ def test_first_batch_holds_start_and_radius_one_neighbours():
     assert search.ask(5) == [(1, 2), (2, 2), (0, 2), (1, 3), (1, 1)]
 
 
-def test_neighbourhood_is_linear_in_dimensions_and_drops_out_of_box_steps():
-    search = DropletSearch((3,) * 12)
-    assert len(search.neighbourhood((1,) * 12, 1)) == 24
-    corner = search.neighbourhood((0,) * 12, 1)
-    assert len(corner) == 12 and all(max(point) == 1 for point in corner)
-    assert search.neighbourhood((0,) * 12, 3) == []
+def test_diagonal_valley_needs_diagonal_moves():
+    axis_only = DropletSearch((21, 21), diagonals=False)
+    run(axis_only, diagonal_valley, 2)
+    assert axis_only.best[0] == (0, 0), "every axis step leaves the valley"
+    search = DropletSearch((21, 21))
+    run(search, diagonal_valley, 2)
+    assert search.best[0] == (20, 20)
+
+
+def test_plateau_around_the_start_is_crossed_by_growing_steps():
+    def plateau(point):
+        x, y = point
+        base = 1.0 if max(x, y) < 5 else 0.5 + 0.01 * ((x - 9) ** 2 + (y - 9) ** 2)
+        return [base, base * 1.001, base * 1.002]
+
+    search = DropletSearch((12, 12))
+    run(search, plateau, 4)
+    assert search.best[0] == (9, 9)
 
 
 def test_never_proposes_invalid_points():
     optimum = (6, 6)
     valid = lambda point: (point[0] + point[1]) % 3 != 1
     search = DropletSearch((9, 9), is_valid=valid)
-    batches = run(search, bowl(optimum), 4)
-    proposed = [point for batch in batches for point in batch]
+    proposed = run(search, bowl(optimum), 4)
     assert all(valid(point) for point in proposed)
     assert search.best[0] == optimum
 
 
-def test_invalid_start_is_rejected():
+def test_invalid_start_and_seeds_are_rejected():
     with pytest.raises(ValueError, match="not a valid point"):
         DropletSearch((4, 4), is_valid=lambda point: point != (0, 0))
     with pytest.raises(ValueError, match="out of range on dimension 1"):
@@ -99,7 +116,9 @@ def test_invalid_start_is_rejected():
     "kwargs, message",
     [
         ({"budget": 0}, "budget"),
+        ({"budget": True}, "budget"),
         ({"pvalue": 0.0}, "pvalue"),
+        ({"pvalue": 1.5}, "pvalue"),
         ({"failure_limit": 0}, "failure_limit"),
     ],
 )
@@ -110,18 +129,34 @@ def test_bad_parameters(kwargs, message):
         DropletSearch((2, 0))
 
 
-def test_failures_never_become_best_and_results_match_by_identity():
+@pytest.mark.parametrize("count", [0, -1, 2.5, True])
+def test_ask_needs_a_positive_integer(count):
+    with pytest.raises(ValueError, match="positive number"):
+        DropletSearch((3, 3)).ask(count)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])
+def test_costs_must_be_finite_and_non_negative(bad):
+    search = DropletSearch((3, 3))
+    (point,) = search.ask(1)
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        search.tell(point, [1.0, bad])
+    search.tell(point, [1.0])  # still outstanding: the bad report changed nothing
+    with pytest.raises(ValueError, match="finite and non-negative"):
+        search.observe((1, 1), [bad])
+
+
+def test_failures_never_become_best():
     optimum = (3, 3)
     cost = bowl(optimum)
     search = DropletSearch((8, 8))
-    poisoned = {(1, 0), (0, 1)}
+    poisoned = {(1, 0), (0, 1), (2, 2)}
     while not search.finished:
         batch = search.ask(4)
-        # Tell in reverse order, failing the points that would otherwise be best.
         for point in reversed(batch):
             search.tell(point, None if point in poisoned else cost(point))
     assert search.best[0] == optimum
-    assert all(search.measured[point] == () for point in poisoned if point in search.measured)
+    assert all(search.costs(point) == () for point in poisoned if search.costs(point) is not None)
 
 
 def test_each_point_is_told_once():
@@ -134,18 +169,34 @@ def test_each_point_is_told_once():
         search.tell((3,), [1.0])
 
 
-def test_all_invalid_neighbourhood_stops():
-    search = DropletSearch((50, 50))
-    batches = run(search, lambda point: None, 16)
+def test_all_invalid_neighbourhood_stops_at_the_limit():
+    search = DropletSearch((50, 50), failure_limit=5)
+    proposed = run(search, lambda point: None, 3)
     assert "all failed" in search.stop_reason
     assert search.best is None
-    assert sum(len(batch) for batch in batches) <= 16 + 4
+    assert len(proposed) == 6, "the limit is checked per measurement, the round is completed"
+
+
+def test_uncounted_tells_spend_neither_budget_nor_failure_limit():
+    search = DropletSearch((20, 20), budget=5, failure_limit=2)
+    told = 0
+    while not search.finished:
+        for point in search.ask(3):
+            told += 1
+            search.tell(point, None, counted=point[0] % 2 == 0)
+    assert search.measurements <= 5
+    assert told > search.measurements
 
 
 def test_budget_is_respected():
     search = DropletSearch((100, 100), budget=7)
-    batches = run(search, bowl((90, 90)), 3)
-    assert [len(batch) for batch in batches] == [3, 3, 1]
+    batches = []
+    while not search.finished:
+        batch = search.ask(3)
+        batches.append(len(batch))
+        for point in batch:
+            search.tell(point, bowl((90, 90))(point))
+    assert sum(batches) == 7 and max(batches) == 3
     assert "budget" in search.stop_reason
 
 
@@ -169,10 +220,34 @@ def test_observe_resumes_without_remeasuring():
     for point, costs in history.items():
         resumed.observe(point, costs)
     assert resumed.centre == min(history, key=lambda point: history[point][0])
-    batches = run(resumed, cost, 5)
-    again = [point for batch in batches for point in batch]
+    again = run(resumed, cost, 5)
     assert not set(again) & set(history)
     assert resumed.best[0] == optimum
+
+
+def test_an_observed_centre_can_be_measured_again_alongside_its_challengers():
+    search = DropletSearch((5, 5))
+    search.observe((2, 2), [1.0, 1.0, 1.0], remeasure=True)  # measured under lighter load
+    batch = search.ask(5)
+    assert batch[0] == (2, 2) and len(set(batch)) == 5
+    for point in batch:
+        # Everything is 30% slower now; (3, 2) is 10% faster than the centre today.
+        base = 1.17 if point == (3, 2) else 1.3
+        search.tell(point, [base, base * 1.01, base * 0.99])
+    assert search.centre == (3, 2), "compared with today's costs of the centre"
+    assert search.costs((2, 2))[0] == 1.3
+
+
+def test_noisy_flat_landscape_moves_at_about_pvalue():
+    """On a flat landscape, a fresh centre is left for a neighbour at a rate of about pvalue."""
+    rng = np.random.default_rng(11)
+    moves = 0
+    for _ in range(400):
+        search = DropletSearch((15, 15), pvalue=0.1, start=(7, 7))
+        for point in search.ask(2):
+            search.tell(point, list(1.0 + 0.05 * rng.standard_normal(5)))
+        moves += search.moves
+    assert 0.055 < moves / 400 < 0.145, f"false moves {moves / 400:.3f} at pvalue 0.1"
 
 
 def test_noisy_candidates_need_significance():
@@ -183,32 +258,127 @@ def test_noisy_candidates_need_significance():
     assert is_faster(clearly_lower, incumbent, 0.05)
     assert is_faster([0.9], [1.0], 0.05), "single costs fall back to comparing means"
     assert not is_faster([1.0], [1.0], 0.05)
+    assert is_faster([0.5, 0.5], [1.0, 1.0], 0.05), "equal repeats that differ"
     assert not is_faster([], [1.0], 0.05) and is_faster([5.0], [], 0.05)
 
 
-def test_welch_matches_scipy():
+def test_acceptance_is_scipy_welch():
     rng = random.Random(7)
-    for _ in range(300):
-        sample_a = [rng.gauss(1.0, rng.choice([0.01, 0.1, 0.5])) for _ in range(rng.randint(2, 9))]
-        sample_b = [rng.gauss(1.05, rng.choice([0.01, 0.1, 0.5])) for _ in range(rng.randint(2, 9))]
-        expected = scipy.stats.ttest_ind(
-            sample_a, sample_b, equal_var=False, alternative="less"
-        ).pvalue
-        assert welch_pvalue(sample_a, sample_b) == pytest.approx(expected, abs=1e-9)
+    for _ in range(200):
+        sample_a = [rng.gauss(1.0, rng.choice([0.01, 0.1])) for _ in range(rng.randint(2, 7))]
+        sample_b = [rng.gauss(1.05, rng.choice([0.01, 0.1])) for _ in range(rng.randint(2, 7))]
+        pvalue = scipy.stats.ttest_ind(sample_a, sample_b, equal_var=False, alternative="less").pvalue
+        if np.mean(sample_a) < np.mean(sample_b):
+            assert is_faster(sample_a, sample_b, 0.05) == (pvalue <= 0.05)
 
 
-def test_incomplete_beta_matches_scipy():
-    for alpha, beta, x in itertools.product([0.5, 1.0, 3.7, 40.0], [0.5, 2.0, 11.0], [0.01, 0.3, 0.9]):
-        expected = scipy.special.betainc(alpha, beta, x)
-        assert regularized_incomplete_beta(alpha, beta, x) == pytest.approx(expected, abs=1e-10)
+def test_neighbourhood_of_many_knobs_is_linear():
+    search = DropletSearch((8,) * 20)
+    first = search.ask(21)
+    assert first[1:] == [(0,) * axis + (1,) + (0,) * (19 - axis) for axis in range(20)]
+    for point in first:
+        search.tell(point, [1.0 + 0.01 * sum(point)] * 2)  # no move: every step costs more
+    rest = search.ask(10_000)
+    diagonal = [point for point in rest if sum(1 for x in point if x) == 2]
+    assert 0 < len(diagonal) <= 2 * 20, "the pairs of a radius are capped at 2 x dims"
+    assert len(rest) - len(diagonal) == 20 * 6, "the axis moves of radius 2 to 7"
 
 
-def test_rugged_cost_reaches_a_local_minimum():
+def test_rugged_cost_reaches_an_axis_local_minimum():
     rng = random.Random(3)
     table = {point: [rng.uniform(1, 10)] * 2 for point in itertools.product(range(7), range(7))}
     search = DropletSearch((7, 7))
     run(search, table.__getitem__, 6)
-    best_point, best_costs = search.best
-    for radius in range(1, 7):
-        for neighbour in search.neighbourhood(best_point, radius):
-            assert table[neighbour][0] >= best_costs[0]
+    (x, y), costs = search.best
+    for other in range(7):
+        assert table[(other, y)][0] >= costs[0] and table[(x, other)][0] >= costs[0]
+
+
+def test_driver_measures_each_program_once():
+    # Points (x, y) and (x, y') with y, y' >= 3 are the same program.
+    identify = lambda point: (point[0], min(point[1], 3))
+    cost = lambda point: bowl((4, 1))(identify(point))
+    search = DropletSearch((8, 8))
+    driver = BatchDriver(search, batch_size=4, identify=identify)
+    measured = []
+
+    def evaluate(points, contends):
+        measured.extend(identify(point) for point in points)
+        return [cost(point) for point in points]
+
+    driver.run(evaluate)
+    assert len(measured) == len(set(measured)), "a program was measured twice"
+    assert driver.duplicates > 0 and search.measurements == len(measured)
+    assert identify(search.best[0]) == (4, 1)
+
+
+def test_driver_reuses_observed_programs_and_remeasures_a_stale_centre():
+    cost = bowl((2, 2))
+    search = DropletSearch((6, 6))
+    driver = BatchDriver(search, batch_size=3)
+    driver.observe((1, 1), cost((1, 1)), remeasure=True)
+    driver.observe((1, 0), cost((1, 0)))
+    batches = []
+
+    def evaluate(points, contends):
+        batches.append(list(points))
+        return [cost(point) for point in points]
+
+    driver.run(evaluate)
+    assert batches[0][0] == (1, 1), "the stale centre is measured again first"
+    assert all((1, 0) not in batch for batch in batches)
+    assert search.best[0] == (2, 2)
+
+
+def test_driver_checks_the_number_of_results():
+    driver = BatchDriver(DropletSearch((4, 4)), batch_size=2)
+    with pytest.raises(RuntimeError, match="returned 1 results for 2 points"):
+        driver.run(lambda points, contends: [[1.0]])
+    with pytest.raises(ValueError, match="batch_size"):
+        BatchDriver(DropletSearch((4, 4)), batch_size=0)
+
+
+def test_contenders_are_those_that_could_become_best_or_centre():
+    search = DropletSearch((5, 5))
+    batch = search.ask(2)
+    search.tell(batch[0], [1.0, 1.0, 1.01])
+    search.tell(batch[1], [2.0, 2.0, 2.01])
+    assert search.contends([0.5, 0.5, 0.51])
+    assert not search.contends([1.5, 1.5, 1.51])
+    assert not search.contends(None)
+
+
+def test_output_difference():
+    reference = [np.arange(6, dtype="float32").reshape(2, 3)]
+    assert output_difference([reference[0] + 1e-6], reference) is None
+    wrong = reference[0].copy()
+    wrong[1, 2] = -1.0
+    assert "1 of 6 values of output 0 differ" in output_difference([wrong], reference)
+    assert "float32[3, 2], expected float32[2, 3]" in output_difference([wrong.T], reference)
+    assert "dtype" not in (output_difference([reference[0].astype("float64")], reference) or "dtype")
+    integers = [np.arange(4, dtype="int32")]
+    assert output_difference([integers[0] + 1], integers, 0.5) is not None
+    assert "2 outputs, expected 1" in output_difference(reference * 2, reference)
+    # The absolute tolerance scales with the reference's largest magnitude.
+    large = [np.array([1e6, 1.0], dtype="float32")]
+    assert output_difference([large[0] + np.array([0, 100], dtype="float32")], large) is None
+    assert output_difference([large[0] + np.array([0, 2000], dtype="float32")], large) is not None
+
+
+def test_random_inputs_are_reproducible():
+    first = random_array((3, 4), "float32", np.random.default_rng(0))
+    assert first.dtype == np.float32 and first.min() >= -1 and first.max() < 1
+    assert np.array_equal(first, random_array((3, 4), "float32", np.random.default_rng(0)))
+    assert random_array((5,), "int8", np.random.default_rng(0)).dtype == np.int8
+    assert random_array((5,), "bool", np.random.default_rng(0)).dtype == np.bool_
+
+
+def test_error_summary_names_what_failed():
+    traceback = "Traceback (most recent call last):\n  1: foo\n  File x.cc\nTVMError: Check failed: a == b\n"
+    assert error_summary(RuntimeError(traceback)) == "TVMError: Check failed: a == b"
+    assert error_summary(RuntimeError("first\nlast")) == "last"
+    assert error_summary(RuntimeError("")) == "RuntimeError"
+
+
+if __name__ == "__main__":
+    tvm.testing.main()

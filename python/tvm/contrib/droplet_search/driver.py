@@ -1,0 +1,130 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The measurement loop of a Droplet Search, shared by the scheduler integrations.
+
+A scheduler integration maps its schedules to points of a
+:class:`~.search.DropletSearch` and gives the driver one callback that builds,
+runs, checks and records a batch of points.  The driver owns everything else:
+asking for points, recognising a program reached from two points (it is
+measured once; the other point is told the same costs, uncounted), telling the
+results, and stopping.  Budget and failure limit are the search's own.
+"""
+from collections import defaultdict
+from typing import Callable, Dict, Hashable, List, Optional, Sequence
+
+from .neighbourhood import Point
+from .search import Costs, DropletSearch
+
+Evaluate = Callable[[List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]]
+"""Builds and runs points, checks and records them: ``evaluate(points, contends)``.
+
+It returns the costs of each point in order (None for a failure).  A point
+whose costs satisfy ``contends`` would become the best point or the next
+centre: that is the point whose outputs deserve a check before its costs are
+returned.
+"""
+
+
+class BatchDriver:
+    """Drives a :class:`~.search.DropletSearch` batch by batch.
+
+    Parameters
+    ----------
+    search : DropletSearch
+        The search to drive.
+    batch_size : int
+        The largest number of programs measured together.
+    identify : Optional[Callable[[Point], Hashable]]
+        The identity of the program of a point; points with equal identities
+        are the same program, measured once.  The point itself by default.
+    """
+
+    def __init__(
+        self,
+        search: DropletSearch,
+        batch_size: int,
+        identify: Optional[Callable[[Point], Hashable]] = None,
+    ):
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
+        self.search = search
+        self.batch_size = batch_size
+        self._identify = identify or (lambda point: point)
+        self._known: Dict[Hashable, Costs] = {}
+        self.measured = 0
+        self.duplicates = 0
+
+    def observe(self, point: Sequence[int], costs: Optional[Sequence[float]], *, remeasure: bool = False) -> None:
+        """Record a point measured before (see :meth:`DropletSearch.observe`).
+
+        Its program is known from then on: a point reaching the same program is
+        told these costs instead of being measured.
+        """
+        self.search.observe(point, costs, remeasure=remeasure)
+        self._known[self._identify(tuple(point))] = self.search.costs(point) or ()
+
+    def run(self, evaluate: Evaluate) -> None:
+        """Measure batches until the search finishes.
+
+        Parameters
+        ----------
+        evaluate : Evaluate
+            Builds, runs, checks and records a batch of points.
+        """
+        search = self.search
+        while not search.finished:
+            fresh, waiting = self._next_batch()
+            if not fresh:
+                if search.finished:
+                    break
+                raise RuntimeError("the search neither finished nor proposed a point")
+            results = list(evaluate(fresh, search.contends))
+            if len(results) != len(fresh):
+                raise RuntimeError(f"evaluate returned {len(results)} results for {len(fresh)} points")
+            self.measured += len(fresh)
+            for point, costs in zip(fresh, results):
+                key = self._identify(point)
+                self._known[key] = tuple(costs) if costs else ()
+                search.tell(point, costs)
+                for duplicate in waiting.pop(key, []):
+                    search.tell(duplicate, costs, counted=False)
+
+    def _next_batch(self):
+        """New programs to measure; points of known programs are told at once."""
+        search = self.search
+        fresh: List[Point] = []
+        keys: Dict[Hashable, Point] = {}
+        waiting: Dict[Hashable, List[Point]] = defaultdict(list)
+        while len(fresh) < self.batch_size:
+            points = search.ask(self.batch_size - len(fresh))
+            if not points:
+                break
+            for point in points:
+                if search.costs(point) is not None:
+                    fresh.append(point)  # an observed centre, measured again on purpose
+                    continue
+                key = self._identify(point)
+                if key in self._known:
+                    self.duplicates += 1
+                    search.tell(point, self._known[key], counted=False)
+                elif key in keys:
+                    self.duplicates += 1
+                    waiting[key].append(point)
+                else:
+                    keys[key] = point
+                    fresh.append(point)
+        return fresh, waiting

@@ -1,0 +1,207 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The neighbourhood of a Droplet Search centre, walked in order of promise.
+
+From a centre, the walk proposes axis moves (one coordinate changed) at growing
+radius ``r = 1, 2, ...``: ``O(len(dims))`` points per radius.  Moves that
+change several coordinates are generated lazily from measured evidence instead
+of enumerated (an enumeration of all sign-uniform diagonal directions, as in
+the first Droplet tuner, is exponential in the number of dimensions):
+
+- after a round without a move, diagonal moves at radius ``r`` (two
+  coordinates changed by ``r``) are ranked by the gains their two axis moves
+  measured, and the best of them, at most ``2 * len(dims)`` per radius, are
+  proposed before the walk goes on;
+
+- *promoted* points, proposed before anything else: after a move from ``a``
+  to ``b``, the pattern move ``b + (b - a)`` and ``b`` plus each other step
+  that improved on ``a`` (that step combined with the accepted one);
+- within a radius, the directions that improved recently come first (their
+  score decays as other directions improve), so on a budget the likeliest
+  winners are measured first.
+
+Steps that leave the box are dropped: no wrap-around, no clamping.
+"""
+from collections import deque
+from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
+
+Point = Tuple[int, ...]
+"""A point of the search space: one index per dimension."""
+
+Direction = Tuple[int, int]
+"""An axis and a sign (+1 or -1)."""
+
+DECAY = 0.5
+"""How much of a direction's score survives each later improvement elsewhere."""
+
+
+def shifted(point: Point, axis: int, step: int) -> Point:
+    """``point`` with ``step`` added to coordinate ``axis``."""
+    return point[:axis] + (point[axis] + step,) + point[axis + 1 :]
+
+
+def in_box(point: Sequence[int], dims: Sequence[int]) -> bool:
+    """Whether every coordinate of ``point`` lies in ``[0, dims[i])``."""
+    return all(0 <= index < size for index, size in zip(point, dims))
+
+
+class DirectionScores:
+    """Recent improvements per direction: the order in which a radius is walked.
+
+    Parameters
+    ----------
+    dims : Sequence[int]
+        The sizes of the dimensions.
+    """
+
+    def __init__(self, dims: Sequence[int]):
+        self.scores: Dict[Direction, float] = {}
+        self.natural: List[Direction] = [
+            (axis, sign) for axis, size in enumerate(dims) if size > 1 for sign in (1, -1)
+        ]
+
+    def reward(self, direction: Direction, gain: float) -> None:
+        """Record that a step along ``direction`` lowered the mean cost by ``gain`` (relative)."""
+        for known in list(self.scores):
+            self.scores[known] *= DECAY
+        self.scores[direction] = self.scores.get(direction, 0.0) + gain
+
+    def order(self) -> List[Direction]:
+        """Directions by descending score, then axis order (up before down)."""
+        rank = {direction: position for position, direction in enumerate(self.natural)}
+        return sorted(self.natural, key=lambda d: (-self.scores.get(d, 0.0), rank[d]))
+
+
+class Walk:
+    """The points around one centre, in the order they are proposed.
+
+    Promoted points first, then for each radius ``r = 1, 2, ...`` the axis
+    moves at ``r``, directions in the given order.
+
+    Parameters
+    ----------
+    centre : Point
+        The point walked around.
+    dims : Sequence[int]
+        The sizes of the dimensions.
+    directions : Sequence[Direction]
+        The order of the directions within each radius.
+    max_radius : Optional[int]
+        The largest step length; by default the largest that fits the box.
+    """
+
+    def __init__(
+        self,
+        centre: Point,
+        dims: Sequence[int],
+        directions: Sequence[Direction],
+        max_radius: Optional[int] = None,
+    ):
+        self.centre = centre
+        self.dims = tuple(dims)
+        self.max_radius = max(self.dims, default=1) - 1 if max_radius is None else max_radius
+        self.directions = list(directions)
+        self.paired: Set[Point] = set()
+        self._promoted: Deque[Point] = deque()
+        self._moves: Iterator[Point] = self._axis_moves()
+
+    def _axis_moves(self) -> Iterator[Point]:
+        for radius in range(1, self.max_radius + 1):
+            for axis, sign in self.directions:
+                index = self.centre[axis] + sign * radius
+                if 0 <= index < self.dims[axis]:
+                    yield shifted(self.centre, axis, sign * radius)
+
+    def promote(self, points: Sequence[Point]) -> None:
+        """Propose ``points`` (those inside the box) before every other point."""
+        for point in reversed(points):
+            if in_box(point, self.dims) and point != self.centre:
+                self._promoted.appendleft(point)
+
+    def next_point(self) -> Optional[Point]:
+        """The next point of the walk, None when it is exhausted."""
+        if self._promoted:
+            return self._promoted.popleft()
+        return next(self._moves, None)
+
+    def pairs(self, gain: Callable[[Point], Optional[float]]) -> List[Point]:
+        """The most promising diagonal moves not proposed yet, best first.
+
+        For each radius at which at least two axis moves were measured, the
+        pairs of those moves on different axes, ranked by the sum of their
+        gains; at most ``2 * len(dims)`` per radius over the walk.
+
+        Parameters
+        ----------
+        gain : Callable[[Point], Optional[float]]
+            The relative gain of a measured point over the centre (positive
+            when cheaper); None for a failed or unmeasured point.
+
+        Returns
+        -------
+        points : List[Point]
+            The diagonal moves to promote.
+        """
+        chosen: List[Point] = []
+        for radius in range(1, self.max_radius + 1):
+            measured = []
+            for axis, sign in self.directions:
+                index = self.centre[axis] + sign * radius
+                if 0 <= index < self.dims[axis]:
+                    point = shifted(self.centre, axis, sign * radius)
+                    value = gain(point)
+                    if value is not None:
+                        measured.append((value, axis, sign))
+            if len(measured) < 2:
+                continue
+            measured.sort(reverse=True)
+            scored = []
+            for first, (gain_a, axis_a, sign_a) in enumerate(measured):
+                for gain_b, axis_b, sign_b in measured[first + 1 :]:
+                    if axis_a != axis_b:
+                        point = combined(self.centre, [(axis_a, sign_a * radius), (axis_b, sign_b * radius)])
+                        scored.append((gain_a + gain_b, point))
+            scored.sort(key=lambda item: -item[0])
+            quota = 2 * len(self.dims) - sum(1 for point in self.paired if _radius(self.centre, point) == radius)
+            for _, point in scored:
+                if quota <= 0:
+                    break
+                if point not in self.paired:
+                    self.paired.add(point)
+                    chosen.append(point)
+                    quota -= 1
+        return chosen
+
+
+def _radius(centre: Point, point: Point) -> int:
+    return max(abs(a - b) for a, b in zip(centre, point))
+
+
+def step_of(centre: Point, point: Point) -> Optional[Tuple[int, int]]:
+    """``(axis, step)`` when ``point`` differs from ``centre`` in one coordinate, else None."""
+    changed = [axis for axis, (a, b) in enumerate(zip(centre, point)) if a != b]
+    if len(changed) != 1:
+        return None
+    axis = changed[0]
+    return axis, point[axis] - centre[axis]
+
+
+def combined(point: Point, steps: Sequence[Tuple[int, int]]) -> Point:
+    """``point`` moved by every ``(axis, step)`` of ``steps``."""
+    for axis, step in steps:
+        point = shifted(point, axis, step)
+    return point

@@ -1,0 +1,429 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Droplet Search: coordinate descent with statistical acceptance, on integer points.
+
+The algorithm is the Droplet Search of Canesche et al., "The Droplet Search
+Algorithm for Kernel Scheduling", ACM TACO 21(2), 2024, with the neighbourhood
+of :mod:`.neighbourhood`:
+
+1. The start point is the first *centre*.  It is measured in the first round,
+   together with its first neighbours.
+2. A *round* is the set of points proposed since the last decision.  When all
+   of them are told, its successful points are considered in ascending order of
+   mean cost, and the first one that :func:`~.statistics.is_faster` than the
+   centre becomes the new centre.  The walk then starts again around it.
+3. The search has *converged* when the centre has no valid, unmeasured
+   neighbour left (:attr:`DropletSearch.converged_after` keeps the number of
+   measurements then); it finishes.  It also finishes when the ``budget`` of
+   counted measurements is spent, or when ``failure_limit`` counted
+   measurements in a row failed (an all-invalid neighbourhood).
+
+No point is proposed twice, points rejected by ``is_valid`` are never proposed,
+and a failed point (no costs) never becomes a centre.  Points measured before the
+search (a log being resumed) are given to :meth:`DropletSearch.observe`: they are
+never proposed; one whose costs were measured under other conditions can be
+re-measured once should it become the centre, so that it is compared with its
+challengers on costs measured alongside theirs.
+"""
+import logging
+import math
+import types
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
+
+from .neighbourhood import DirectionScores, Point, Walk, combined, step_of
+from .statistics import is_faster, mean
+
+Costs = Tuple[float, ...]
+"""The costs (seconds per run) measured for one point; empty when it failed."""
+
+_LOGGER = logging.getLogger("droplet_search")
+
+
+
+class DropletSearch:
+    """Droplet Search over the integer box ``prod(range(size) for size in dims)``.
+
+    Parameters
+    ----------
+    dims : Sequence[int]
+        The number of values of each dimension; each must be positive.  An empty
+        sequence is a space with a single point, ``()``.
+    start : Optional[Sequence[int]]
+        The first centre; the origin (all zeros) when omitted.  It must lie in
+        the box and satisfy ``is_valid``.
+    pvalue : float
+        Significance level of the acceptance test, see :func:`~.statistics.is_faster`.
+    is_valid : Optional[Callable[[Point], bool]]
+        Whether a point is a legal configuration; points it rejects are never
+        proposed.  Every point is valid when omitted.
+    budget : Optional[int]
+        The largest number of counted measurements (see :meth:`tell`); unlimited
+        when omitted.
+    failure_limit : Optional[int]
+        How many counted measurements in a row may fail before the search ends.
+        Defaults to a full radius-1 neighbourhood, ``2 * len(dims)`` (at least 1).
+    diagonals : bool
+        Whether the walk also makes the most promising diagonal moves of each
+        radius (see :class:`~.neighbourhood.Walk`); axis moves only otherwise.
+    logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
+        Where moves and the reason the search finished are reported.
+    """
+
+    def __init__(
+        self,
+        dims: Sequence[int],
+        start: Optional[Sequence[int]] = None,
+        *,
+        pvalue: float = 0.05,
+        is_valid: Optional[Callable[[Point], bool]] = None,
+        budget: Optional[int] = None,
+        failure_limit: Optional[int] = None,
+        diagonals: bool = True,
+        logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
+    ):
+        self.dims: Point = tuple(int(size) for size in dims)
+        if any(size < 1 for size in self.dims):
+            raise ValueError(f"every dimension needs at least one value, got sizes {self.dims}")
+        if not 0.0 < pvalue <= 1.0:
+            raise ValueError(f"pvalue must be in (0, 1], got {pvalue}")
+        if budget is not None and (isinstance(budget, bool) or budget < 1):
+            raise ValueError(f"the budget must be a positive number of measurements, got {budget}")
+        self.pvalue = float(pvalue)
+        self.budget = budget
+        self.failure_limit = max(1, 2 * len(self.dims)) if failure_limit is None else failure_limit
+        if self.failure_limit < 1:
+            raise ValueError(f"failure_limit must be positive, got {failure_limit}")
+        self.logger = logger or _LOGGER
+        self._is_valid = is_valid
+        self._invalid: Set[Point] = set()
+        self._history: Dict[Point, Costs] = {}
+        self._stale: Set[Point] = set()
+        self._outstanding: Dict[Point, None] = {}
+        self._round: List[Point] = []
+        self._failure_streak = 0
+        self._scores = DirectionScores(self.dims)
+        self._diagonals = diagonals
+        self.measurements = 0
+        self.moves = 0
+        self.converged_after: Optional[int] = None
+        self.stop_reason: Optional[str] = None
+        centre = self._point(start, "start point") if start is not None else (0,) * len(self.dims)
+        if not self.is_valid(centre):
+            raise ValueError(f"the start point {centre} is not a valid point of the space")
+        self.centre: Point = centre
+        self._centres: Dict[Point, None] = {centre: None}
+        self._walk = self._new_walk(centre)
+        self._lookahead: Optional[Point] = None
+
+    # ------------------------------------------------------------------ space
+    def _point(self, point: Sequence[int], what: str) -> Point:
+        point = tuple(int(index) for index in point)
+        if len(point) != len(self.dims):
+            raise ValueError(
+                f"the {what} {point} has {len(point)} coordinates, the space has {len(self.dims)}"
+            )
+        for axis, (index, size) in enumerate(zip(point, self.dims)):
+            if not 0 <= index < size:
+                raise ValueError(
+                    f"the {what} {point} is out of range on dimension {axis} (size {size})"
+                )
+        return point
+
+    def is_valid(self, point: Point) -> bool:
+        """Whether ``point`` may be proposed (the ``is_valid`` predicate, cached)."""
+        if point in self._invalid:
+            return False
+        if self._is_valid is None or self._is_valid(point):
+            return True
+        self._invalid.add(point)
+        return False
+
+    # -------------------------------------------------------------- reading
+    @property
+    def history(self) -> Mapping[Point, Costs]:
+        """Every point told or observed, with its costs (empty for a failure)."""
+        return types.MappingProxyType(self._history)
+
+    def costs(self, point: Sequence[int]) -> Optional[Costs]:
+        """The costs of ``point``: None when unknown, empty when it failed."""
+        return self._history.get(tuple(point))
+
+    @property
+    def best(self) -> Optional[Tuple[Point, Costs]]:
+        """The centre with the lowest mean cost, with its costs (the start's costs may
+        have been measured under other conditions than its successors').
+
+        None while no centre was measured successfully.
+        """
+        measured = [(point, self._history[point]) for point in self._centres if self._history.get(point)]
+        if not measured:
+            return None
+        return min(measured, key=lambda item: mean(item[1]))
+
+    def contends(self, costs: Optional[Sequence[float]]) -> bool:
+        """Whether a point with ``costs`` would become the best point or the next centre.
+
+        Adapters check the outputs of such points before telling them.
+        """
+        if not costs:
+            return False
+        best = self.best
+        if best is None or mean(costs) < mean(best[1]):
+            return True
+        return is_faster(costs, self._history.get(self.centre, ()), self.pvalue)
+
+    @property
+    def remaining_budget(self) -> Optional[int]:
+        """How many more counted measurements may be proposed; None when unlimited."""
+        if self.budget is None:
+            return None
+        return max(0, self.budget - self.measurements - len(self._outstanding))
+
+    @property
+    def finished(self) -> bool:
+        """Whether the search is over: nothing outstanding and nothing left to propose."""
+        if self._outstanding:
+            return False
+        if self.stop_reason is None and self.remaining_budget == 0:
+            self._finish(f"the budget of {self.budget} measurements is spent")
+        if self.stop_reason is None and not self._centre_needs_measuring():
+            self._peek()
+        return self.stop_reason is not None
+
+    def _finish(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            self.logger.info(
+                "Droplet search finished after %d measurements: %s", self.measurements, reason
+            )
+
+    # ------------------------------------------------------------- ask / tell
+    def _centre_needs_measuring(self) -> bool:
+        centre = self.centre
+        if centre in self._outstanding:
+            return False
+        return centre not in self._history or centre in self._stale
+
+    def ask(self, count: int) -> List[Point]:
+        """Propose up to ``count`` points to measure next.
+
+        Parameters
+        ----------
+        count : int
+            The largest number of points wanted (the batch size), at least 1.
+
+        Returns
+        -------
+        points : List[Point]
+            Distinct valid points never proposed before (but for a centre whose
+            observed costs are re-measured); fewer than ``count``, possibly
+            none, when the budget runs out or a round must be decided first.
+        """
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"ask() needs a positive number of points, got {count!r}")
+        if self.stop_reason is not None:
+            return []
+        remaining = self.remaining_budget
+        if remaining is not None:
+            count = min(count, remaining)
+        batch: List[Point] = []
+        if count and self._centre_needs_measuring():
+            batch.append(self.centre)
+            self._outstanding[self.centre] = None
+        while len(batch) < count:
+            point = self._peek()
+            if point is None:
+                break
+            self._lookahead = None
+            self._outstanding[point] = None
+            batch.append(point)
+        return batch
+
+    def _peek(self) -> Optional[Point]:
+        """The next point the walk would propose; finishes the search when there is none."""
+        while self.stop_reason is None:
+            if self._lookahead is None:
+                self._lookahead = self._walk.next_point()
+            point = self._lookahead
+            if point is None:
+                if self._outstanding or self._centre_needs_measuring():
+                    return None  # the round must be decided before the search converges
+                self._converge()
+                continue
+            if point not in self._history and point not in self._outstanding and self.is_valid(point):
+                return point
+            self._lookahead = None
+        return None
+
+    def tell(self, point: Sequence[int], costs: Optional[Sequence[float]], *, counted: bool = True) -> None:
+        """Report the costs of a point returned by :meth:`ask`.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A point returned by :meth:`ask` and not told yet.
+        costs : Optional[Sequence[float]]
+            The measured costs, lower is better; None or empty when the
+            measurement failed (compile error, run error, timeout, wrong result).
+        counted : bool
+            Whether this was a measurement of its own.  Pass False when the
+            costs are those of another point (the same program reached twice):
+            it then counts neither towards the budget nor the failure limit.
+
+        Raises
+        ------
+        KeyError
+            When the point is not outstanding.
+        ValueError
+            When a cost is negative, infinite or not a number.
+        """
+        point = tuple(point)
+        if point not in self._outstanding:
+            raise KeyError(f"point {point} was not proposed by ask() or was already told")
+        cleaned = self._clean(point, costs)
+        del self._outstanding[point]
+        if point == self.centre:
+            self._stale.discard(point)
+        else:
+            self._round.append(point)
+        self._history[point] = cleaned
+        if counted:
+            self.measurements += 1
+            self._failure_streak = 0 if cleaned else self._failure_streak + 1
+            if self._failure_streak >= self.failure_limit:
+                self._finish(
+                    f"the last {self._failure_streak} measurements all failed "
+                    "(all-invalid neighbourhood)"
+                )
+        if not self._outstanding and self.stop_reason is None:
+            self._decide()
+
+    def observe(
+        self, point: Sequence[int], costs: Optional[Sequence[float]], *, remeasure: bool = False
+    ) -> None:
+        """Record a point measured before this search (a log or database being resumed).
+
+        The point is never proposed.  A successful point with a lower mean cost
+        than the centre becomes the centre (no test: both come from the record).
+        Costs observed twice for a point are pooled.  Call it only while no
+        proposed point is outstanding.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A point of the box (validity is not re-checked: it was measured).
+        costs : Optional[Sequence[float]]
+            Its costs, None or empty when it failed.
+        remeasure : bool
+            Whether these costs were measured under other conditions (another
+            run, other load): should the point be the centre, it is measured
+            again first, and its challengers are compared with the new costs.
+        """
+        point = self._point(point, "observed point")
+        if self._outstanding:
+            raise RuntimeError("observe() must not be called while measurements are outstanding")
+        cleaned = self._clean(point, costs)
+        previous = self._history.get(point)
+        if previous:
+            cleaned = previous + cleaned
+        self._history[point] = cleaned
+        if remeasure and cleaned:
+            self._stale.add(point)
+        else:
+            self._stale.discard(point)
+        centre_costs = self._history.get(self.centre)
+        if cleaned and (not centre_costs or mean(cleaned) < mean(centre_costs)):
+            self._move(point)
+
+    @staticmethod
+    def _clean(point: Point, costs: Optional[Sequence[float]]) -> Costs:
+        if not costs:
+            return ()
+        values = tuple(float(cost) for cost in costs)
+        for value in values:
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(
+                    f"the costs of point {point} must be finite and non-negative, got "
+                    f"{list(values)}; report a failed measurement as None"
+                )
+        return values
+
+    # ---------------------------------------------------------------- moves
+    def _move(self, point: Point, promoted: Sequence[Point] = ()) -> None:
+        self.centre = point
+        self._centres[point] = None
+        self._walk = self._new_walk(point)
+        self._walk.promote(list(promoted))
+        self._lookahead = None
+        self.moves += 1
+
+    def _new_walk(self, centre: Point) -> Walk:
+        return Walk(centre, self.dims, self._scores.order())
+
+    def _gain(self, point: Point) -> Optional[float]:
+        """The relative gain of ``point`` over the centre; None unless both succeeded."""
+        costs, incumbent = self._history.get(point), self._history.get(self.centre)
+        if not costs or not incumbent:
+            return None
+        return (mean(incumbent) - mean(costs)) / mean(incumbent)
+
+    def _decide(self) -> None:
+        """Decide a finished round: move to the best convincing point, or walk on."""
+        round_points, self._round = self._round, []
+        centre = self.centre
+        incumbent = self._history.get(centre, ())
+        successes = sorted(
+            (point for point in round_points if self._history[point]),
+            key=lambda point: mean(self._history[point]),
+        )
+        improving = []  # (gain, axis, step) of single-axis steps with a lower mean
+        for point in successes:
+            step = step_of(centre, point)
+            if step is None or not incumbent:
+                continue
+            gain = (mean(incumbent) - mean(self._history[point])) / mean(incumbent)
+            if gain > 0:
+                improving.append((gain, step))
+                self._scores.reward((step[0], 1 if step[1] > 0 else -1), gain)
+        accepted = next(
+            (point for point in successes if is_faster(self._history[point], incumbent, self.pvalue)),
+            None,
+        )
+        steps = [step for _, step in sorted(improving, reverse=True)]
+        if accepted is not None:
+            self.logger.debug(
+                "Droplet search moves to %s (mean cost %.4g s, was %s)",
+                accepted,
+                mean(self._history[accepted]),
+                "%.4g s" % mean(incumbent) if incumbent else "failed",
+            )
+            pattern = tuple(2 * b - a for a, b in zip(centre, accepted))
+            own = step_of(centre, accepted)
+            others = [combined(accepted, [step]) for step in steps if step != own]
+            self._move(accepted, [pattern] + others)
+            return
+        pairs = self._walk.pairs(self._gain) if self._diagonals else []
+        if self._lookahead is not None:
+            # A point already looked at goes back to the walk, after the promotions.
+            pairs.append(self._lookahead)
+            self._lookahead = None
+        self._walk.promote(pairs)
+
+    def _converge(self) -> None:
+        """The centre's neighbourhood is exhausted: the search has converged."""
+        self.converged_after = self.measurements
+        self._finish("the neighbourhood of the best point is exhausted")

@@ -1,0 +1,66 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The acceptance test of Droplet Search: is a candidate convincingly faster?"""
+from statistics import fmean as mean
+from typing import Sequence
+
+
+def is_faster(candidate: Sequence[float], incumbent: Sequence[float], pvalue: float) -> bool:
+    """Whether the ``candidate`` costs are convincingly lower than the ``incumbent`` costs.
+
+    With at least two costs in each sample, this is a one-sided Welch t-test
+    (``scipy.stats.ttest_ind(..., equal_var=False, alternative="less")``) at
+    significance ``pvalue``.  With fewer (a runner that repeats once), no
+    variance can be estimated and the rule is deliberately a plain comparison:
+    the candidate is faster when its mean is strictly lower.  A failed
+    candidate (no costs) is never faster; any successful candidate is faster
+    than a failed incumbent.
+
+    Parameters
+    ----------
+    candidate, incumbent : Sequence[float]
+        Measured costs, lower is better.
+    pvalue : float
+        The significance level, in ``(0, 1]``.
+
+    Returns
+    -------
+    faster : bool
+        True when the candidate should replace the incumbent.
+    """
+    if not candidate:
+        return False
+    if not incumbent:
+        return True
+    if mean(candidate) >= mean(incumbent):
+        return False
+    if len(candidate) < 2 or len(incumbent) < 2:
+        return True
+    if _spread(candidate) == 0.0 and _spread(incumbent) == 0.0:
+        # Welch's statistic is 0/0 here (scipy answers nan); equal repeats that
+        # differ are as convincing as samples get.
+        return True
+    # scipy is imported here, not at module level: the engine itself needs only
+    # the standard library, and MetaSchedule's users get scipy with xgboost.
+    from scipy import stats  # pylint: disable=import-outside-toplevel
+
+    result = stats.ttest_ind(candidate, incumbent, equal_var=False, alternative="less")
+    return bool(result.pvalue <= pvalue)
+
+
+def _spread(values: Sequence[float]) -> float:
+    return max(values) - min(values)
