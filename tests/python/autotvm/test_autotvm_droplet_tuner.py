@@ -32,7 +32,7 @@ import pytest
 
 import tvm
 import tvm.testing
-from tvm import autotvm, te
+from tvm import autotvm, te, topi  # pylint: disable=unused-import  (TOPI's templates)
 from tvm.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from tvm.autotvm.tuner import DropletTuner
 
@@ -147,9 +147,13 @@ def test_constructor_keeps_upstream_defaults():
     assert list(parameters)[:3] == ["task", "start_position", "pvalue"]
     assert parameters["start_position"].default is None
     assert parameters["pvalue"].default == 0.05
-    for name, parameter in list(parameters.items())[3:]:
-        assert parameter.kind is inspect.Parameter.KEYWORD_ONLY, name
-        assert parameter.default is None, name
+    options = dict(list(parameters.items())[3:])
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in options.values()), options
+    assert {name: p.default for name, p in options.items()} == {
+        "batch_size": None,
+        "failure_limit": None,
+        "handover": "xgb",
+    }
 
     task = matmul_task()
     tuner = DropletTuner(task)
@@ -158,7 +162,7 @@ def test_constructor_keeps_upstream_defaults():
     assert tuner.batch_size is None
     assert tuner.best_choice is None
     assert tuner.has_next()
-    # The default start is the origin of the knob space: config 0.
+    # This template has no fallback config: the default start is the origin, config 0.
     assert [config.index for config in tuner.next_batch(1)] == [0]
 
     # Positional arguments as upstream users pass them.
@@ -185,7 +189,7 @@ def test_bad_arguments_are_named():
 def test_bowl_cost_converges_to_its_optimum(batch_size):
     task = matmul_task()
     optimum = [5, 2, 4]
-    tuner = DropletTuner(task)
+    tuner = DropletTuner(task, handover=None)
     measured = drive(tuner, bowl(task, optimum), batch_size)
 
     assert not tuner.has_next()
@@ -208,7 +212,7 @@ def test_never_proposes_a_filtered_out_config(batch_size):
     # The origin being rejected, the search starts at the lowest valid config.
     first_valid = space.get_next_index(0)
     assert tuner.next_batch(1)[0].index == first_valid
-    tuner = DropletTuner(task)
+    tuner = DropletTuner(task, handover=None)
     measured = drive(tuner, bowl(task, optimum), batch_size)
 
     assert measured[0] == first_valid
@@ -228,7 +232,7 @@ def test_each_config_is_measured_once(batch_size):
         value = 2.0 if config.index % 5 == 0 else 1.0
         return (value, value)
 
-    tuner = DropletTuner(task)
+    tuner = DropletTuner(task, handover=None)
     measured = drive(tuner, costs, batch_size)
     assert not tuner.has_next()
     assert len(measured) == len(set(measured))
@@ -248,7 +252,7 @@ def test_failed_results_in_a_batch_never_become_best():
     def costs(config):
         return None if failing(config) else clean_costs(config)
 
-    tuner = DropletTuner(task, batch_size=6)
+    tuner = DropletTuner(task, batch_size=6, handover=None)
     measured = drive(tuner, costs, 3, shuffle=random.Random(0).shuffle)
 
     assert any(failing(space.get(index)) for index in measured)
@@ -262,12 +266,57 @@ def test_failed_results_in_a_batch_never_become_best():
 
 def test_all_failing_neighbourhood_stops_the_search():
     task = matmul_task()
-    tuner = DropletTuner(task, failure_limit=3)
+    tuner = DropletTuner(task, failure_limit=3, handover=None)
     measured = drive(tuner, lambda config: None, 1)
     assert not tuner.has_next()
     assert len(measured) == 3
     assert tuner.best_choice is None
     assert "failed" in tuner.search.stop_reason
+
+
+def test_handover_goes_on_after_convergence_with_every_measurement():
+    task = matmul_task()
+    space = task.config_space
+    cost = bowl(task, [5, 2, 4])
+    alone = DropletTuner(task, handover=None)
+    converged = drive(alone, cost, 4)
+    assert not alone.has_next() and alone.successor is None
+
+    tuner = DropletTuner(task)
+    budget = len(converged) + 40
+    measured = drive(tuner, cost, 4, n_trial=budget)
+    assert measured[: len(converged)] == converged, "Droplet Search first, as without handover"
+    assert tuner.search.converged_after == len(converged)
+    assert len(measured) == budget, "the successor spends the rest of the budget"
+    assert len(set(measured)) == len(measured), "no config measured twice across the handover"
+    assert all(space.is_index_valid(index) for index in measured)
+    assert tuner.successor is not None and set(measured) <= tuner.visited
+    best = min(measured, key=lambda index: cost(space.get(index))[0])
+    assert tuner.best_choice[0] == best
+    assert tuner.best_choice[2] == cost(space.get(best))
+
+
+def test_fallback_config_of_a_topi_template_is_the_default_start():
+    data = ("TENSOR", (1, 16, 14, 14), "float32")
+    kernel = ("TENSOR", (16, 16, 3, 3), "float32")
+    task = autotvm.task.create(
+        "conv2d_NCHWc.x86",
+        args=(data, kernel, (1, 1), (1, 1, 1, 1), (1, 1), "NCHW", "NCHW", "float32"),
+        target=TARGET,
+    )
+    fallback = autotvm.task.space.FallbackConfigEntity()
+    with tvm.target.Target(TARGET), autotvm.task.ApplyConfig(fallback):
+        task.func(*task.args)
+    (first,) = DropletTuner(task).next_batch(1)
+    assert first.index != 0
+    for name in task.config_space.space_map:
+        if hasattr(fallback[name], "size"):
+            assert list(first[name].size[1:]) == list(fallback[name].size[1:]), name
+        else:
+            assert first[name].val == fallback[name].val, name
+    # An explicit start still wins, as upstream's start_position.
+    (origin,) = DropletTuner(task, start_position=[0] * len(task.config_space.space_map)).next_batch(1)
+    assert origin.index == 0
 
 
 def test_batch_size_is_respected():
@@ -353,7 +402,7 @@ def test_resume_from_log_measures_nothing_twice(tmp_path):
     )
     assert resumed.best_choice[0] == best_logged
 
-    second = drive(resumed, costs, 4, callbacks=[autotvm.callback.log_to_file(log)])
+    second = drive(resumed, costs, 4, n_trial=60, callbacks=[autotvm.callback.log_to_file(log)])
     assert second, "the search should go on from the best logged config"
     assert not set(second) & set(first)
     assert len(second) == len(set(second))

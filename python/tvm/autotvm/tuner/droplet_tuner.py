@@ -16,30 +16,32 @@
 # under the License.
 """Tuner with the Droplet Search algorithm.
 
-The tuner maps the knobs of a task's :any:`ConfigSpace` onto the points of
-:class:`tvm.contrib.droplet_search.DropletSearch`: a point is the knob-index
-vector of a configuration (``ConfigSpace.point2knob`` of its index), the size
-of dimension ``i`` is the number of values of knob ``i``, and a point is valid
-when ``ConfigSpace.is_index_valid`` accepts its index (the space's
-``multi_filter``; per-knob filters already shrink the knobs).  All search
-decisions -- neighbourhood walk, boundaries, statistical acceptance, stopping --
-are made by the engine; see its documentation.
+The tuner maps the configurations of a task's :any:`ConfigSpace` onto the
+points of :class:`tvm.contrib.droplet_search.DropletSearch` through a
+:class:`~.droplet_space.KnobGeometry` (one dimension per knob, one per inner
+factor of a split with more than two outputs).  The search decisions --
+neighbourhood, boundaries, statistical acceptance, convergence -- are made by
+the engine; see its documentation.  Once Droplet Search has converged, another
+tuner (``handover``) goes on with every measurement made so far.
 """
-import json
 import logging
+import numbers
 import operator
-import os
 from collections.abc import Mapping
-from typing import Dict, Iterable, List, Optional, Sequence, Set, Tuple, Union
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from tvm.contrib.droplet_search import DropletSearch
+from tvm.contrib.droplet_search import DropletSearch, mean
 
 from ..env import GLOBAL_SCOPE
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
-from ..record import decode
+from .droplet_history import read_records, task_history
+from .droplet_space import KnobGeometry
 from .tuner import Tuner
 
 LOGGER = logging.getLogger("autotvm")
+
+HANDOVERS = ("xgb", None)
+"""The ``handover`` choices of :class:`DropletTuner`."""
 
 
 class _TaskLogger(logging.LoggerAdapter):
@@ -52,23 +54,28 @@ class _TaskLogger(logging.LoggerAdapter):
 class DropletTuner(Tuner):
     """Tuner with the Droplet Search algorithm (Canesche et al., ACM TACO 2024).
 
-    Starting from ``start_position`` (the unoptimised kernel at the origin of
-    the knob space by default), the tuner measures the neighbours of the best
-    configuration along each knob, in both directions, at growing step
-    lengths, moves to a neighbour when it is faster (a one-sided Welch t-test
-    at ``pvalue`` when both have at least two costs, a plain mean comparison
-    otherwise), and stops once the neighbourhood of the best configuration is
-    exhausted.  Configurations rejected by the space's filters are never
-    proposed and none is proposed twice.
+    Starting from ``start_position``, the tuner measures the neighbours of the
+    best configuration -- one knob (or one tile factor) changed, in both
+    directions, at growing step lengths, and the most promising pairs of such
+    steps -- and moves to a neighbour when it is faster: a one-sided Welch
+    t-test at ``pvalue`` when both have at least two costs, a plain mean
+    comparison otherwise.  When the neighbourhood of the best configuration is
+    exhausted, Droplet Search has converged (logged, with the number of
+    measurements: where the original Droplet tuner stops); with ``handover``,
+    another tuner then goes on until ``n_trial`` is spent, trained on every
+    measurement so far.  Configurations rejected by the space's filters are
+    never proposed and none is proposed twice.
 
     Parameters
     ----------
     task : autotvm.task.Task
         The tuning task.
     start_position : Optional[Sequence[int]]
-        The knob-index vector to start from, one index per knob.  Defaults to
-        the origin ``[0, 0, ..., 0]``, or, when the space's filter rejects the
-        origin, to the valid configuration with the lowest index.
+        The knob-index vector to start from, one index per knob.  By default the
+        template's fallback config (what TOPI's templates run before tuning), or
+        the origin ``[0, 0, ..., 0]`` when the template has none -- or, when the
+        space's filter rejects it, the valid configuration with the lowest index.
+        (The original Droplet tuner started from the origin.)
     pvalue : float
         Significance level of the test that accepts a faster configuration.
     batch_size : Optional[int]
@@ -78,8 +85,13 @@ class DropletTuner(Tuner):
         caps the batches.  Defaults to the size of each batch the tuning loop
         asks for, that is the parallel measurement capacity.
     failure_limit : Optional[int]
-        How many failed measurements in a row end the search (an all-invalid
-        neighbourhood).  Defaults to twice the number of knobs (at least 1).
+        How many failed measurements in a row end Droplet Search (an
+        all-invalid neighbourhood).  Defaults to twice the number of dimensions.
+    handover : Optional[str]
+        The tuner that goes on once Droplet Search has finished with budget
+        left: ``"xgb"`` (the default), an ``XGBTuner`` with knob features fed
+        every measurement so far; None stops there, as the original Droplet
+        tuner did.
     """
 
     def __init__(
@@ -90,33 +102,84 @@ class DropletTuner(Tuner):
         *,
         batch_size: Optional[int] = None,
         failure_limit: Optional[int] = None,
+        handover: Optional[str] = "xgb",
     ):
         super().__init__(task)
-        if batch_size is not None and batch_size < 1:
-            raise ValueError(f"batch_size must be a positive number of configs, got {batch_size}")
-        self.dims: List[int] = [int(size) for size in self.space.dims]
+        if batch_size is not None and (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, numbers.Integral)
+            or batch_size < 1
+        ):
+            raise ValueError(f"batch_size must be a positive number of configs, got {batch_size!r}")
+        if handover not in HANDOVERS:
+            raise ValueError(f"handover must be one of {HANDOVERS}, got {handover!r}")
+        self.geometry = KnobGeometry(self.space)
+        self.dims: List[int] = list(self.geometry.dims)
         self.pvalue = pvalue
         self.batch_size = batch_size
+        self.handover = handover
         self.search = DropletSearch(
             self.dims,
             self._start_point(start_position),
             pvalue=pvalue,
-            is_valid=lambda point: self.space.is_index_valid(self._index(point)),
+            is_valid=self.geometry.is_valid,
             failure_limit=failure_limit,
             logger=_TaskLogger(LOGGER, {"task": task.name}),
         )
+        # The tuner that took over once Droplet Search finished, and its best config.
+        self.successor: Optional[Tuner] = None
+        self._successor_best: Optional[Tuple[int, Tuple[float, ...]]] = None
         # Points of the current round drawn from the search, not yet handed out.
         self._pending: List[Tuple[int, ...]] = []
         # Config index -> point, handed out by next_batch and awaiting update.
         self._handed: Dict[int, Tuple[int, ...]] = {}
 
     def _index(self, point: Sequence[int]) -> int:
-        return int(self.space.knob2point(list(point)))
+        return self.geometry.index(point)
 
     def _point(self, index: int) -> Tuple[int, ...]:
-        return tuple(int(knob) for knob in self.space.point2knob(index))
+        return self.geometry.point(index)
+
+    def _fallback_knobs(self) -> Optional[List[int]]:
+        """The knob indices of the template's fallback config, None when it has none.
+
+        TOPI's templates set a config of their own when no tuning record
+        applies (``cfg.is_fallback``): the schedule users run before tuning.
+        """
+        # pylint: disable=import-outside-toplevel
+        from ..task.dispatcher import ApplyConfig
+        from ..task.space import FallbackConfigEntity
+
+        fallback = FallbackConfigEntity()
+        try:
+            with self.task.target, ApplyConfig(fallback):
+                self.task.func(*self.task.args, **self.task.kwargs)
+        except Exception as error:  # pylint: disable=broad-except
+            LOGGER.debug("DropletTuner: no fallback config for %s (%s)", self.task.name, error)
+            return None
+        knobs = []
+        for name, subspace in self.space.space_map.items():
+            wanted = _entity_key(fallback._entity_map.get(name))  # pylint: disable=protected-access
+            index = next(
+                (
+                    position
+                    for position, entity in enumerate(subspace.entities)
+                    if _entity_key(entity) == wanted
+                ),
+                None,
+            )
+            if index is None:
+                return None
+            knobs.append(index)
+        if not self.space.is_index_valid(int(self.space.knob2point(knobs))):
+            return None
+        return knobs
 
     def _start_point(self, start_position: Optional[Sequence[int]]) -> Tuple[int, ...]:
+        if start_position is None:
+            knobs = self._fallback_knobs()
+            if knobs is not None:
+                return self.geometry.point_of_knobs(knobs)
         if start_position is None:
             index = 0
             if not self.space.is_index_valid(index):
@@ -124,12 +187,10 @@ class DropletTuner(Tuner):
                 if index is None:
                     raise ValueError(f"the config space of task {self.task} has no valid config")
             return self._point(index)
-        knobs = ", ".join(
-            "%s (%d values)" % (name, size) for name, size in zip(self.space.space_map, self.dims)
-        )
+        sizes = [len(subspace) for subspace in self.space.space_map.values()]
         expected = (
             "start_position must be a sequence of integer knob indices, one per knob in the "
-            f"order of the config space [{knobs}], got {start_position!r}"
+            f"order of the config space [{self.geometry.describe()}], got {start_position!r}"
         )
         if isinstance(start_position, (str, bytes, Mapping)):
             raise TypeError(expected)
@@ -137,44 +198,87 @@ class DropletTuner(Tuner):
             start = tuple(operator.index(knob) for knob in start_position)
         except TypeError as error:
             raise TypeError(f"{expected} ({error})") from None
-        if len(start) != len(self.dims):
+        if len(start) != len(sizes):
             raise ValueError(
                 f"start_position {list(start_position)} has {len(start)} knob indices, "
-                f"the config space has {len(self.dims)} knobs [{knobs}]"
+                f"the config space has {len(sizes)} knobs [{self.geometry.describe()}]"
             )
-        for knob, (name, value, size) in enumerate(zip(self.space.space_map, start, self.dims)):
+        for knob, (name, value, size) in enumerate(zip(self.space.space_map, start, sizes)):
             if not 0 <= value < size:
                 raise ValueError(
                     f"start_position {list(start_position)} is out of range on knob {knob} "
                     f"({name}: index {value}, the knob has {size} values)"
                 )
-        if not self.space.is_index_valid(self._index(start)):
+        index = int(self.space.knob2point(list(start)))
+        if not self.space.is_index_valid(index):
             raise ValueError(
-                f"start_position {list(start_position)} (config index {self._index(start)}) "
+                f"start_position {list(start_position)} (config index {index}) "
                 "is rejected by the config space's filter"
             )
-        return start
+        return self.geometry.point_of_knobs(start)
 
+
+    # ------------------------------------------------------------- tuning
     @property
     def visited(self) -> Set[int]:
         """Indices of the configs measured, loaded from history, or out for measurement."""
-        points = list(self.search.measured) + self._pending + list(self._handed.values())
-        return {self._index(point) for point in points}
+        points = list(self.search.history) + self._pending + list(self._handed.values())
+        indices = {self._index(point) for point in points}
+        if self.successor is not None:
+            indices |= set(self.successor.visited)
+        return indices
 
     @property
     def best_choice(self) -> Optional[Tuple[int, List[int], Tuple[float, ...]]]:
-        """The best config found as ``(index, knob indices, costs)``; None before any success."""
+        """The best config found as ``(index, knob indices, costs)``; None before any success.
+
+        Droplet Search's best configuration, or a faster one its successor measured.
+        """
         best = self.search.best
-        if best is None:
+        choice = None if best is None else (self._index(best[0]), best[1])
+        if self._successor_best is not None and (
+            choice is None or mean(self._successor_best[1]) < mean(choice[1])
+        ):
+            choice = self._successor_best
+        if choice is None:
             return None
-        point, costs = best
-        return self._index(point), list(point), costs
+        index, costs = choice
+        return index, list(self.space.point2knob(index)), costs
+
+    def _hand_over(self) -> None:
+        """Start the successor, trained on every measurement of the search."""
+        # pylint: disable=import-outside-toplevel
+        from .xgboost_tuner import XGBTuner
+
+        best = self.search.best
+        LOGGER.info(
+            "DropletTuner [%s]: Droplet Search ended after %d measurements (%s)%s; XGBTuner "
+            "goes on with them",
+            self.task.name,
+            self.search.measurements,
+            self.search.stop_reason,
+            "" if best is None else ", best config %d" % self._index(best[0]),
+        )
+        self.successor = XGBTuner(self.task, feature_type="knob", plan_size=32)
+        inputs, results = [], []
+        for point, costs in self.search.history.items():
+            inputs.append(MeasureInput(self.task.target, self.task, self.space.get(self._index(point))))
+            if costs:
+                results.append(MeasureResult(costs, MeasureErrorNo.NO_ERROR, 0.0, 0.0))
+            else:
+                error = RuntimeError("failed in Droplet Search")
+                results.append(MeasureResult((error,), MeasureErrorNo.RUNTIME_DEVICE, 0.0, 0.0))
+        self.successor.update(inputs, results)
 
     def next_batch(self, batch_size):
         if batch_size < 1:
             raise ValueError(f"next_batch needs a positive batch_size, got {batch_size}")
-        if not self._pending and not self._handed:
+        if self.successor is None and not self._pending and not self._handed:
             self._pending = self.search.ask(self.batch_size or batch_size)
+            if not self._pending and self.handover is not None and self.search.finished:
+                self._hand_over()
+        if self.successor is not None:
+            return self.successor.next_batch(batch_size)
         taken, self._pending = self._pending[:batch_size], self._pending[batch_size:]
         configs = []
         for point in taken:
@@ -184,29 +288,46 @@ class DropletTuner(Tuner):
         return configs
 
     def update(self, inputs, results):
+        if self.successor is not None:
+            self.successor.update(inputs, results)
+            for inp, res in zip(inputs, results):
+                if res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0:
+                    costs = tuple(float(cost) for cost in res.costs)
+                    if self._successor_best is None or mean(costs) < mean(self._successor_best[1]):
+                        self._successor_best = (inp.config.index, costs)
+            return
         for inp, res in zip(inputs, results):
             index = inp.config.index
             point = self._handed.pop(index, None)
             if point is None:
                 LOGGER.debug("DropletTuner ignores config %d: it did not propose it", index)
                 continue
-            self.search.tell(point, res.costs if res.error_no == MeasureErrorNo.NO_ERROR else None)
+            ok = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
+            self.search.tell(point, [float(cost) for cost in res.costs] if ok else None)
 
     def has_next(self):
+        if self.successor is not None:
+            return self.successor.has_next()
         if self._pending:
             return True
-        return not self._handed and not self.search.finished
+        if self._handed:
+            return False
+        if not self.search.finished:
+            return True
+        return self.handover is not None and len(self.visited) < len(self.space)
 
     def tune(self, n_trial, measure_option, early_stopping=None, callbacks=(), si_prefix="G"):
         """Tune the task; see :any:`Tuner.tune`.
 
-        ``n_trial`` must be a positive number of measurements.  A tuning run
-        interrupted while configs were out for measurement (``KeyboardInterrupt``)
-        can be continued by calling ``tune`` again: those configs were never
-        reported, so they are handed out again.
+        ``n_trial`` must be a positive integer number of measurements.  A tuning
+        run interrupted while configs were out for measurement
+        (``KeyboardInterrupt``) can be continued by calling ``tune`` again: those
+        configs were never reported, so they are handed out again.
         """
-        if not n_trial >= 1:
-            raise ValueError(f"n_trial must be a positive number of measurements, got {n_trial!r}")
+        if isinstance(n_trial, bool) or not isinstance(n_trial, numbers.Integral) or n_trial < 1:
+            raise ValueError(
+                f"n_trial must be a positive integer number of measurements, got {n_trial!r}"
+            )
         if self._handed:
             self._pending = list(self._handed.values()) + self._pending
             self._handed = {}
@@ -243,13 +364,13 @@ class DropletTuner(Tuner):
             When a record cannot be read (a log cut by a crash mid-write, or a
             corrupt line): TVM's own readers reject such a log too.
         """
-        if self._pending or self._handed:
+        if self._pending or self._handed or self.successor is not None:
             raise RuntimeError(
-                "DropletTuner.load_history must be called between rounds, "
-                "not while configs are out for measurement"
+                "DropletTuner.load_history must be called before tuning or between rounds of "
+                "Droplet Search, not while configs are out for measurement or after the handover"
             )
-        records = _read_records(data_set)
-        costs, failed, skipped = self._records_of_task(records)
+        history = task_history(self.task, read_records(data_set))
+        costs, failed, skipped = history.costs, history.failed, history.skipped
         for index in sorted(failed - set(costs)):
             self.search.observe(self._point(index), None)
         for index, index_costs in sorted(costs.items()):
@@ -289,103 +410,12 @@ class DropletTuner(Tuner):
                 self.task.name,
             )
 
-    def _records_of_task(
-        self, records: Sequence[Tuple[MeasureInput, MeasureResult]]
-    ) -> Tuple[Dict[int, List[float]], Set[int], Dict[str, int]]:
-        """The costs of successful and the indices of failed records of this task.
 
-        Also counts the records skipped because of their workload, their
-        target, or a config that is not in this space.
-        """
-        target = str(self.task.target)
-        costs: Dict[int, List[float]] = {}
-        failed: Set[int] = set()
-        skipped = {"workload": 0, "target": 0, "space": 0}
-        for inp, res in records:
-            if inp.task.workload != self.task.workload:
-                skipped["workload"] += 1
-                continue
-            if str(inp.target) != target:
-                skipped["target"] += 1
-                continue
-            index = inp.config.index
-            if not self._config_in_space(inp.config):
-                skipped["space"] += 1
-                continue
-            if res.error_no == MeasureErrorNo.NO_ERROR and res.costs:
-                costs.setdefault(index, []).extend(float(cost) for cost in res.costs)
-            else:
-                failed.add(index)
-        return costs, failed, skipped
-
-    def _config_in_space(self, config) -> bool:
-        """Whether a logged config is the valid config of the same index in this space."""
-        index = config.index
-        if not 0 <= index < self.space.range_length or not self.space.is_index_valid(index):
-            return False
-
-        def entities(entity):
-            return json.loads(json.dumps(entity.to_json_dict()["entity"]))
-
-        return entities(config) == entities(self.space.get(index))
-
-
-_UNREADABLE = (
-    "a log cut by a crash in the middle of a write ends with such a line, and TVM's own readers "
-    "(autotvm.record.load_from_file, apply_history_best, tvmc --tuning-records) reject the whole "
-    "log: remove or repair the line, then resume"
-)
-
-
-def _reason(error: Exception) -> str:
-    """The type and the last line of an error's message (TVM's messages carry a traceback)."""
-    lines = [line for line in str(error).splitlines() if line.strip()]
-    return "%s: %s" % (type(error).__name__, lines[-1].strip() if lines else "")
-
-
-def _read_records(
-    data_set: Union[str, bytes, os.PathLike, Iterable[Tuple[MeasureInput, MeasureResult]]]
-) -> List[Tuple[MeasureInput, MeasureResult]]:
-    """All tuning records of a history, or a ValueError naming the first unreadable one."""
-    records: List[Tuple[MeasureInput, MeasureResult]] = []
-    if isinstance(data_set, (str, bytes, os.PathLike)):
-        path = os.fsdecode(data_set)
-        with open(path) as log:
-            for line_number, row in enumerate(log, 1):
-                if row.startswith("#"):  # as autotvm.record.load_from_file
-                    continue
-                try:
-                    record = decode(row)
-                except Exception as error:  # pylint: disable=broad-except
-                    raise ValueError(
-                        f"line {line_number} of {path} is not an AutoTVM tuning record "
-                        f"({_reason(error)}); {_UNREADABLE}"
-                    ) from error
-                if record is not None:
-                    records.append(record)
-        return records
-    iterator = iter(data_set)
-    while True:
-        try:
-            record = next(iterator)
-        except StopIteration:
-            break
-        except OSError:
-            raise
-        except Exception as error:  # pylint: disable=broad-except
-            raise ValueError(
-                f"the tuning records cannot be read after {len(records)} records: the next line "
-                f"is not an AutoTVM tuning record ({_reason(error)}); {_UNREADABLE}"
-            ) from error
-        try:
-            inp, res = record
-        except (TypeError, ValueError):
-            inp = res = None
-        if not isinstance(inp, MeasureInput) or not isinstance(res, MeasureResult):
-            raise TypeError(
-                "DropletTuner.load_history takes (MeasureInput, MeasureResult) pairs, as "
-                f"autotvm.record.load_from_file yields, or a log path; item {len(records)} is "
-                f"{record!r:.200}"
-            )
-        records.append((inp, res))
-    return records
+def _entity_key(entity):
+    """A comparable form of a knob entity: a split's inner sizes, or its value."""
+    if entity is None:
+        return None
+    size = getattr(entity, "size", None)
+    if size is not None:
+        return tuple(int(value) for value in size[1:])
+    return repr(getattr(entity, "val", entity))

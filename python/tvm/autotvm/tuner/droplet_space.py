@@ -1,0 +1,132 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""AutoTVM config spaces as the integer points of Droplet Search.
+
+Each knob of a :any:`ConfigSpace` gives one or more dimensions of a point:
+
+- a split knob with more than two outputs (``tile_ow = [-1, a, b, c]``) gives
+  one dimension per inner factor, over the values that factor takes in the
+  knob's entities, in ascending order.  Its entity index orders the factor
+  tuples lexicographically, so index neighbours are often unrelated tilings;
+  factor coordinates make a step change one tile size to the next.  A point
+  whose factors are not an entity of the knob (a filtered or tail-breaking
+  tiling) is not a configuration;
+- every other knob gives one dimension over its entity indices (for a two-way
+  split, these are its inner factors in ascending order).
+
+A point is valid when it is a configuration that the space's filters accept
+(``ConfigSpace.is_index_valid``).
+"""
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..task.space import ConfigSpace, SplitSpace
+
+Point = Tuple[int, ...]
+
+
+class _Knob:
+    """The dimensions of one knob and the map between their values and its entities."""
+
+    def __init__(self, name: str, subspace, factors: bool):
+        self.name = name
+        self.size = len(subspace)
+        if factors:
+            tilings = [tuple(entity.size[1:]) for entity in subspace.entities]
+            self.values: List[Tuple[int, ...]] = [
+                tuple(sorted({tiling[position] for tiling in tilings}))
+                for position in range(len(tilings[0]))
+            ]
+            self.entity_of: Optional[Dict[Point, int]] = {}
+            self.coordinates: Optional[List[Point]] = []
+            for entity_index, tiling in enumerate(tilings):
+                coordinates = tuple(
+                    values.index(value) for values, value in zip(self.values, tiling)
+                )
+                self.entity_of.setdefault(coordinates, entity_index)
+                self.coordinates.append(coordinates)
+            self.dims = [len(values) for values in self.values]
+        else:
+            self.entity_of = self.coordinates = None
+            self.dims = [self.size]
+
+
+class KnobGeometry:
+    """Points of Droplet Search <-> config indices of an AutoTVM config space.
+
+    Parameters
+    ----------
+    space : ConfigSpace
+        The task's config space.
+    factors : bool
+        Whether split knobs with more than two outputs get one dimension per
+        inner factor (see the module documentation); one dimension per knob
+        (its entity index) otherwise.
+    """
+
+    def __init__(self, space: ConfigSpace, factors: bool = True):
+        self.space = space
+        self.knobs: List[_Knob] = []
+        for name, subspace in space.space_map.items():
+            split = isinstance(subspace, SplitSpace) and subspace.num_output > 2 and len(subspace) > 1
+            self.knobs.append(_Knob(name, subspace, factors and split))
+        self.dims: Point = tuple(size for knob in self.knobs for size in knob.dims)
+
+    def knob_indices(self, point: Sequence[int]) -> Optional[List[int]]:
+        """The entity index of every knob at ``point``; None when a split is no entity."""
+        indices, position = [], 0
+        for knob in self.knobs:
+            width = len(knob.dims)
+            coordinates = tuple(point[position : position + width])
+            position += width
+            if knob.entity_of is None:
+                indices.append(coordinates[0])
+                continue
+            entity = knob.entity_of.get(coordinates)
+            if entity is None:
+                return None
+            indices.append(entity)
+        return indices
+
+    def index(self, point: Sequence[int]) -> Optional[int]:
+        """The config index of ``point``, None when it is not a configuration."""
+        indices = self.knob_indices(point)
+        return None if indices is None else int(self.space.knob2point(indices))
+
+    def point(self, index: int) -> Point:
+        """The point of config ``index``."""
+        return self.point_of_knobs(self.space.point2knob(index))
+
+    def point_of_knobs(self, knob_indices: Sequence[int]) -> Point:
+        """The point of a vector of knob entity indices."""
+        point: List[int] = []
+        for knob, entity in zip(self.knobs, knob_indices):
+            if knob.coordinates is None:
+                point.append(int(entity))
+            else:
+                point.extend(knob.coordinates[int(entity)])
+        return tuple(point)
+
+    def is_valid(self, point: Sequence[int]) -> bool:
+        """Whether ``point`` is a configuration the space's filters accept."""
+        index = self.index(point)
+        return index is not None and bool(self.space.is_index_valid(index))
+
+    def describe(self) -> str:
+        """The knobs and their dimensions, for messages."""
+        return ", ".join(
+            "%s (%d values)" % (knob.name, knob.size) for knob in self.knobs
+        )
