@@ -47,12 +47,16 @@ engine (:mod:`tvm.contrib.droplet_search`); it maps to exact parameter values
 and back (:meth:`StateSpace.state`, :meth:`StateSpace.point_of`).
 """
 import json
+import math
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tvm._ffi.base import TVMError
+from tvm.autotvm.task.space import get_factors
+from tvm.contrib.droplet_search import error_summary
 
 from . import _ffi_api
+from .droplet_log import steps_key
 from .loop_state import State, StateObject
 from .measure import MeasureInput
 
@@ -100,38 +104,6 @@ class StateParameter:
         if self.kind == "tile":
             return f"tile[{self.step_index}][{self.position}]"
         return f"{self.kind}[{self.step_index}]"
-
-
-def _divisors(extent: int) -> List[int]:
-    small = [value for value in range(1, int(extent**0.5) + 1) if extent % value == 0]
-    return sorted(set(small + [extent // value for value in small]))
-
-
-def _product(values: Sequence[int]) -> int:
-    result = 1
-    for value in values:
-        result *= value
-    return result
-
-
-def error_summary(err: Exception) -> str:
-    """The line of a (TVM) error message that says what failed, shortened to 300 characters.
-
-    Parameters
-    ----------
-    err : Exception
-        The error.
-
-    Returns
-    -------
-    summary : str
-        Its first line naming an error or a failed check, else its last line.
-    """
-    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
-    for line in lines:
-        if "Error" in line or "Check failed" in line:
-            return line[:300]
-    return lines[-1][:300] if lines else type(err).__name__
 
 
 def _origin_first(original: int, others: Sequence[int]) -> Tuple[int, ...]:
@@ -222,7 +194,7 @@ class StateSpace:
         if "." in iterator.name or "@" in iterator.name or int(iterator.range.extent) != extent:
             # A split of a split or fused loop: its extent depends on other parameters.
             return []
-        divisors = _divisors(extent)
+        divisors = get_factors(extent)
         parameters = []
         for position, length in enumerate(lengths):
             candidates = divisors
@@ -290,6 +262,10 @@ class StateSpace:
                 step[3] = value
         return steps
 
+    def key(self, point: Sequence[int]) -> str:
+        """The state key (:func:`~.droplet_log.state_key`) of the state of a point."""
+        return steps_key(self.steps_of(point))
+
     def values_of(self, point: Sequence[int]) -> Dict[str, int]:
         """The parameter values of a point, by :attr:`StateParameter.name`."""
         point = self._check_in_box(point)
@@ -338,7 +314,7 @@ class StateSpace:
     def _find_invalid_reason(self, point: Point) -> Optional[str]:
         steps = self.steps_of(point)
         for index, step in enumerate(steps):
-            if step[0] == "SP" and int(step[3]) > 0 and int(step[3]) % _product(step[4]) != 0:
+            if step[0] == "SP" and int(step[3]) > 0 and int(step[3]) % math.prod(step[4]) != 0:
                 return (
                     f"the tile lengths {step[4]} of split step {index} do not divide "
                     f"its extent {step[3]}"

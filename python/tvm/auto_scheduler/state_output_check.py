@@ -35,66 +35,16 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 import tvm
+from tvm.contrib.droplet_search import error_summary
+from tvm.contrib.droplet_search.outputs import output_difference, random_array
 from tvm.contrib.popen_pool import PopenWorker
 
 from .compute_dag import LayoutRewriteOption
-from .droplet_space import error_summary
 from .measure import MeasureInput, prepare_input_map
 from .search_task import SearchTask, get_task_input_buffer
 
 # The references of the checking process: key -> (input arrays, output indices, outputs)
 _REFERENCES: Dict[str, Tuple[List[np.ndarray], List[int], List[np.ndarray]]] = {}
-
-
-def random_array(shape: Tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """A random array for a kernel input: uniform in [-1, 1) for floats, small integers else."""
-    if dtype == "bool":
-        return rng.integers(0, 2, shape).astype("bool")
-    if dtype.startswith("uint"):
-        return rng.integers(0, 8, shape).astype(dtype)
-    if dtype.startswith("int"):
-        return rng.integers(-8, 8, shape).astype(dtype)
-    return rng.uniform(-1.0, 1.0, shape).astype(dtype)
-
-
-def output_difference(
-    outputs: List[np.ndarray], reference: List[np.ndarray], tolerance: float
-) -> Optional[str]:
-    """How outputs differ from reference outputs, or None when they match.
-
-    Parameters
-    ----------
-    outputs, reference : List[np.ndarray]
-        The outputs to compare, in the same order.
-    tolerance : float
-        For floating-point outputs, the relative tolerance; the absolute
-        tolerance is ``tolerance`` times the largest reference magnitude (at
-        least 1).  Other outputs must be equal.
-
-    Returns
-    -------
-    difference : Optional[str]
-        A sentence describing the first mismatching output, None when all match.
-    """
-    if len(outputs) != len(reference):
-        return f"{len(outputs)} outputs, expected {len(reference)}"
-    for index, (output, expected) in enumerate(zip(outputs, reference)):
-        if output.shape != expected.shape:
-            return f"output {index} has shape {output.shape}, expected {expected.shape}"
-        if np.issubdtype(expected.dtype, np.floating):
-            scale = max(1.0, float(np.max(np.abs(expected)))) if expected.size else 1.0
-            wrong = ~np.isclose(
-                output, expected, rtol=tolerance, atol=tolerance * scale, equal_nan=True
-            )
-        else:
-            wrong = output != expected
-        if wrong.any():
-            largest = np.abs(output.astype("float64") - expected.astype("float64"))[wrong].max()
-            return (
-                f"{int(wrong.sum())} of {wrong.size} values of output {index} differ "
-                f"(largest difference {float(largest):.3g})"
-            )
-    return None
 
 
 def _build_state(serialized_input: list, layout_rewrite: int):
@@ -175,7 +125,7 @@ class StateOutputChecker:
     Parameters
     ----------
     tolerance : float
-        The tolerance of :func:`output_difference`.
+        The tolerance of :func:`~tvm.contrib.droplet_search.outputs.output_difference`.
     timeout : float
         Seconds allowed to build and run one state.
     seed : int
