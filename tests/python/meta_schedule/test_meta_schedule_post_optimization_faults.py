@@ -44,7 +44,7 @@ import tvm.testing
 from tvm import te
 from tvm.contrib.droplet_search import DropletSearch
 from tvm.meta_schedule.post_optimization import PostOpt, TraceSpace, post_optimize
-from tvm.meta_schedule.post_optimization.journal import trace_key
+from tvm.meta_schedule.post_optimization.space import trace_key
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
 from tvm.meta_schedule.post_optimization.verification import OutputCheck
 from tvm.tir.schedule import Schedule
@@ -270,13 +270,14 @@ def test_measurement_faults_are_recorded_and_never_best(start, messages):
         batch_size=batch_size,
     )
     # Every fault was measured in the first batch, and the search went on after it.
-    assert set(faults) <= set(recorded[: batch_size - 1])
-    # The start was built once more, as the reference of the output check.
+    assert set(faults) <= set(recorded[:batch_size])
+    # The start was measured again in the first batch, and built once more as the
+    # reference of the output check.
     start_program = programs[0][0]
-    assert recorded.count(start_program) == 1
+    assert recorded[0] == start_program and recorded.count(start_program) == 2
     measured = [program for program in recorded if program != start_program]
     assert len(measured) > batch_size - 1
-    assert result.measured == len(measured) == len(set(measured)) and result.recovered == 1
+    assert result.measured == len(measured) + 1 == len(set(measured)) + 1 and result.reused == 1
     assert result.wrong_results == 1
 
     # Each faulty program is in the database once, as MetaSchedule records failures.
@@ -284,10 +285,12 @@ def test_measurement_faults_are_recorded_and_never_best(start, messages):
     for fault, key in keys.items():
         assert [seconds(record.run_secs) for record in by_program[key]] == [[FAILED]], fault
     assert len(database.get_all_tuning_records()) == 1 + result.measured
-    assert all(len(records) == 1 for records in by_program.values())
+    start_key = trace_key(start.schedule.trace)
+    assert len(by_program[start_key]) == 2, "the start: its record and its re-measurement"
+    assert all(len(records) == 1 for key, records in by_program.items() if key != start_key)
     # The wrong kernel was the fastest measured, and was caught by its outputs.
     wrong = [m.getMessage() for m in messages.records if "computes a wrong" in m.getMessage()]
-    assert len(wrong) == 1 and "differs from the start schedule's" in wrong[0]
+    assert len(wrong) == 1 and "from the start schedule's" in wrong[0]
 
     # None of the faulty programs is the best: the top record computes the matmul.
     (best,) = database.get_top_k(database.commit_workload(matmul()), 1)
@@ -296,6 +299,51 @@ def test_measurement_faults_are_recorded_and_never_best(start, messages):
     best_schedule = database.query_schedule(matmul(), TARGET, "main")
     assert int(structural_hash(best_schedule.mod)) not in faults
     check_matches_numpy(best_schedule.mod)
+
+
+def test_failed_records_are_not_measured_again(start):
+    """A program the database records as failed (1e10) is not built again."""
+    database = start.database()
+    workload = database.commit_workload(matmul())
+    programs = start.first_batch(4)
+    failed_program = programs[1][0]
+    walk = DropletSearch(
+        start.space.dims,
+        start.space.start,
+        is_valid=lambda point: start.space.schedule(point) is not None,
+    )
+    failed = next(
+        start.space.schedule(point)
+        for point in walk.ask(4)
+        if int(structural_hash(start.space.schedule(point).mod)) == failed_program
+    )
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            failed.trace,
+            workload,
+            [FAILED],
+            TARGET,
+            ms.arg_info.ArgInfo.from_entry_func(failed.mod, remove_preproc=True),
+        )
+    )
+    built = []
+
+    @derived_object
+    class RecordingBuilder(ms.builder.PyBuilder):
+        def __init__(self):
+            super().__init__()
+            self.inner = builder()
+
+        def build(self, build_inputs):
+            built.extend(int(structural_hash(inp.mod)) for inp in build_inputs)
+            return self.inner.build(build_inputs)
+
+    (result,) = post_optimize(
+        database, 6, tasks=[start.context], builder=RecordingBuilder(), runner=runner(), batch_size=4
+    )
+    assert result.reused == 2, "the start and the failed program come from the database"
+    assert failed_program not in built
+    assert len(built) >= 4
 
 
 def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messages):
@@ -311,9 +359,11 @@ def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messag
         runner=runner(),
         batch_size=batch_size,
     )
-    assert result.recovered == 1
-    # The search stopped at the end of the batch where the run of failures reached the limit.
-    assert failure_limit <= result.measured < failure_limit + batch_size
+    assert result.reused == 1
+    # Every build failed, the start's again too: the search stopped at the end of the
+    # batch where the run of failures reached the limit.
+    failed = result.measured
+    assert failure_limit <= failed < failure_limit + batch_size
     assert not result.improved and result.after == result.before
     assert "all-invalid neighbourhood" in result.stop_reason
     stops = [
@@ -322,13 +372,13 @@ def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messag
         if record.name == "meta_schedule" and "all-invalid neighbourhood" in record.getMessage()
     ]
     assert stops[0] == (
-        f"Post-optimization of main stops after {result.trials} trials: the last "
-        f"{result.measured} distinct programs all failed (all-invalid neighbourhood)"
+        f"Post-optimization of main: Droplet search finished after {failure_limit} "
+        f"measurements: the last {failure_limit} measurements all failed (all-invalid neighbourhood)"
     )
     records = database.get_all_tuning_records()
     assert len(records) == 1 + result.measured
-    assert sum(seconds(record.run_secs) == [FAILED] for record in records) == result.measured
-    assert trace_key(records[0].trace) == trace_key(start.schedule.trace)
+    assert sum(seconds(record.run_secs) == [FAILED] for record in records) == failed
+    assert trace_key(records[0].trace) == trace_key(records[1].trace) == trace_key(start.schedule.trace)
 
 
 
@@ -426,7 +476,15 @@ def run_script(script, work_dir, stop_signal=None, stop_after_lines=None):
             for child in psutil.Process(process.pid).children(recursive=True):
                 descendants[child.pid] = child
             if stop_signal is not None and record_lines(work_dir).count(b"\n") >= stop_after_lines:
-                process.send_signal(stop_signal)
+                # Python may swallow a KeyboardInterrupt raised inside a destructor:
+                # press Ctrl-C again until the process stops, as a user would.
+                deadline = time.monotonic() + 120
+                while process.poll() is None and time.monotonic() < deadline:
+                    process.send_signal(stop_signal)
+                    try:
+                        process.wait(timeout=2)
+                    except subprocess.TimeoutExpired:
+                        pass
                 break
             time.sleep(0.05)
         process.wait(timeout=600)
@@ -465,14 +523,14 @@ def test_interrupted_run_resumes_from_its_database(tmp_path, start):
     start_lines = record_lines(work_dir).count(b"\n")
     history = [record_lines(work_dir)]
 
-    # Ctrl-C once the first batch is committed (the start is taken from its record).
-    code, stderr = run_script(script, work_dir, signal.SIGINT, start_lines + BATCH - 1)
+    # Ctrl-C once the first batch (the start measured again, and new programs) is committed.
+    code, stderr = run_script(script, work_dir, signal.SIGINT, start_lines + BATCH)
     # Newer TVM reports an interrupt that arrives inside a builder called through
     # its FFI as an error of that call: either way the run stops with a traceback.
     assert code != 0 and "Traceback" in stderr, stderr[-3000:]
     history.append(record_lines(work_dir))
     # Killed once one more batch is committed.
-    code, stderr = run_script(script, work_dir, signal.SIGKILL, start_lines + 2 * BATCH - 1)
+    code, stderr = run_script(script, work_dir, signal.SIGKILL, start_lines + 2 * BATCH)
     assert code == -signal.SIGKILL
     history.append(record_lines(work_dir))
     # The same command again, to its end.
@@ -486,16 +544,14 @@ def test_interrupted_run_resumes_from_its_database(tmp_path, start):
     assert history[1] != history[0] and history[2] != history[1], "each run committed a batch"
     measured = int(re.search(r"measured (\d+) recovered (\d+)", stderr).group(1))
     recovered = int(re.search(r"measured (\d+) recovered (\d+)", stderr).group(2))
-    assert recovered >= 1 and measured + recovered <= TRIALS
+    assert recovered >= 1 and 1 <= measured <= TRIALS
     records = post_optimization_records(work_dir, start_lines)
-    assert len(records) >= 2 * BATCH - 2 + measured
-    # No program was measured twice: every record's program differs from the others'.
-    traces = [json.dumps(json.loads(line)[1][0]) for line in records]
-    keys = set()
+    assert len(records) >= 2 * BATCH + measured
+    # No program was measured twice, but each run's start, measured again once by it.
     database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
-    for record in database.get_all_tuning_records():
-        keys.add(trace_key(record.trace))
-    assert len(keys) == 1 + len(records) == 1 + len(set(traces))
+    keys = [trace_key(record.trace) for record in database.get_all_tuning_records()]
+    assert len(keys) == start_lines + len(records)
+    assert len(keys) - len(set(keys)) == 3, "three runs, each measured its start again"
     best = database.query_schedule(matmul(), TARGET, "main")
     check_matches_numpy(best.mod)
 
@@ -569,6 +625,55 @@ def test_bad_budget_is_named(tmp_path, start, trials):
     database = ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)
     with pytest.raises(ValueError, match="positive number of trials per workload, got"):
         post_optimize(database, trials)
+    assert (tmp_path / RECORDS).read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"batch_size": 0}, "batch_size must be a positive number"),
+        ({"batch_size": 1.5}, "batch_size must be a positive number"),
+        ({"pvalue": 0}, "pvalue must be in"),
+        ({"pvalue": 2.0}, "pvalue must be in"),
+        ({"tasks": []}, "empty list of tasks"),
+    ],
+)
+def test_bad_options_are_named(tmp_path, start, options, message):
+    start.database(tmp_path)
+    before = (tmp_path / RECORDS).read_bytes()
+    database = ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)
+    with pytest.raises(ValueError, match=message):
+        post_optimize(database, 4, **options)
+    assert (tmp_path / RECORDS).read_bytes() == before
+
+
+@derived_object
+class RejectingPostproc(ms.postproc.PyPostproc):
+    """A postprocessor that rejects every schedule."""
+
+    def _initialize_with_tune_context(self, context):
+        pass
+
+    def apply(self, sch):
+        return False
+
+    def clone(self):
+        return RejectingPostproc()
+
+
+def test_best_record_that_does_not_replay_is_named(tmp_path, start):
+    """A best record whose trace the task's postprocessors reject is named, nothing written."""
+    database = start.database(tmp_path)
+    before = (tmp_path / RECORDS).read_bytes()
+    rejecting = ms.TuneContext(
+        mod=matmul(),
+        target=TARGET,
+        space_generator=ms.space_generator.PostOrderApply(
+            sch_rules=[], postprocs=[RejectingPostproc()], mutator_probs={}
+        ),
+    )
+    with pytest.raises(ValueError, match="does not replay into a valid schedule"):
+        post_optimize(database, 4, tasks=[rejecting])
     assert (tmp_path / RECORDS).read_bytes() == before
 
 

@@ -21,34 +21,24 @@ right after its batch, as MetaSchedule's ``AddToDatabase`` measure callback
 commits the candidates of the evolutionary search: a failed build or run (or,
 here, a wrong result) is committed with ``run_secs = [1e10]``.  A
 post-optimization run again on the same database finds its earlier
-measurements there and reuses them instead of measuring again.
-
-Records are matched by their trace without its postprocessing part, rendered
-as Python (``Trace.as_python(remove_postproc=True)``): it names every
-instruction, decision and annotation value, and replaying it is
-deterministic, so equal texts are the same program.  Nothing is ever removed
-or rewritten: records are only appended through ``commit_tuning_record``.
+measurements there, failures included, and does not measure them again.
+Nothing is ever removed or rewritten: records are only appended through
+``commit_tuning_record``.
 """
 
-import json
 import logging
-import os
-from typing import Dict, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
+from tvm.contrib.droplet_search.journal import check_json_lines
 from tvm.target import Target
-from tvm.tir.schedule import Schedule, Trace
+from tvm.tir.schedule import Schedule
 
 from ..arg_info import ArgInfo
 from ..database import Database, TuningRecord, Workload
-from .candidates import seconds
-from .workloads import FAILED_RUN_SECS, mean_run_secs, target_key
+from .programs import structural_equal
+from .workloads import FAILED_RUN_SECS, same_target
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
-
-
-def trace_key(trace: Trace) -> str:
-    """The text identifying the program of a trace: its non-postprocessing part."""
-    return "\n".join(str(line) for line in trace.as_python(remove_postproc=True))
 
 
 class Journal:
@@ -69,33 +59,15 @@ class Journal:
         self.database = database
         self.workload = workload
         self.target = target
-        self._recorded: Dict[str, Optional[list]] = {}
-        key = target_key(target)
-        for record in database.get_top_k(workload, len(database)):
-            if record.target is None or target_key(record.target) != key:
-                continue
-            self._remember(trace_key(record.trace), record.run_secs, mean_run_secs(record))
+        # Every record, failures included (get_top_k would leave those out).
+        self.records: List[TuningRecord] = [
+            record
+            for record in database.get_all_tuning_records()
+            if record.target is not None
+            and same_target(record.target, target)
+            and _same_workload(record.workload, workload)
+        ]
         self.committed = 0
-
-    def _remember(self, key: str, run_secs, mean: Optional[float]) -> None:
-        """Keep the fastest successful run times of a program, None if all failed."""
-        if mean is None:
-            self._recorded.setdefault(key, None)
-            return
-        known = self._recorded.get(key)
-        if known is None or mean < _mean(known):
-            self._recorded[key] = list(run_secs)
-
-    def __contains__(self, schedule: Schedule) -> bool:
-        return trace_key(schedule.trace) in self._recorded
-
-    def run_secs(self, schedule: Schedule) -> Optional[list]:
-        """The recorded run times of ``schedule``'s program, None when it failed.
-
-        A program with several records takes the fastest successful one; it is
-        a failure only when all its records are failures.
-        """
-        return self._recorded[trace_key(schedule.trace)]
 
     def commit(self, schedule: Schedule, run_secs: Optional[Sequence]) -> TuningRecord:
         """Append the measurement of ``schedule`` to the database.
@@ -123,13 +95,11 @@ class Journal:
         )
         self.database.commit_tuning_record(record)
         self.committed += 1
-        self._remember(trace_key(schedule.trace), secs, mean_run_secs(record))
         return record
 
 
-def _mean(run_secs) -> float:
-    values = seconds(run_secs)
-    return sum(values) / len(values)
+def _same_workload(first: Workload, second: Workload) -> bool:
+    return first.same_as(second) or bool(structural_equal(first.mod, second.mod))
 
 
 def database_files(database: Database) -> List[str]:
@@ -141,11 +111,12 @@ def database_files(database: Database) -> List[str]:
 def check_appendable(paths: Sequence[str]) -> None:
     """Check that the JSON database files ``paths`` can be read and appended to.
 
-    A process killed while TVM appends a record can leave a last line cut short.
-    TVM's JSONDatabase then fails to load without naming the file, and a record
-    appended after a line missing its newline would be glued to it.  This check
-    names the file and the line instead; it reads the files and never changes
-    them: the user decides what to do with the cut record.
+    A process killed while TVM appends a record can leave a last line cut
+    short; TVM's JSONDatabase then fails to load without naming the file, and a
+    record appended after a line missing its newline would be glued to it.
+    This names the file and the line instead (see
+    :func:`tvm.contrib.droplet_search.journal.check_json_lines`); it never
+    changes the files: the user decides what to do with the cut record.
 
     Parameters
     ----------
@@ -155,32 +126,7 @@ def check_appendable(paths: Sequence[str]) -> None:
     Raises
     ------
     ValueError
-        When a line is not valid JSON or the file does not end with a newline.
+        When a line is not valid JSON or a file does not end with a newline.
     """
     for path in paths:
-        if not os.path.isfile(path):
-            continue
-        with open(path, "rb") as stream:
-            data = stream.read()
-        if not data:
-            continue
-        lines = data.split(b"\n")
-        for number, line in enumerate(lines[:-1], start=1):
-            if not line.strip():
-                continue
-            try:
-                json.loads(line)
-            except ValueError:
-                cut = " (cut short: the process writing it was stopped mid-write?)"
-                raise ValueError(
-                    f"line {number} of the database file {path!r} is not a JSON record"
-                    f"{cut if number == len(lines) - 1 else ''}; remove or repair that line "
-                    "before using the database"
-                ) from None
-        if lines[-1]:
-            raise ValueError(
-                f"the database file {path!r} does not end with a newline: its last record "
-                f"(line {len(lines)}) was cut short by a process stopped mid-write, and "
-                "TVM would glue the next record to it; remove or complete that line before "
-                "using the database"
-            )
+        check_json_lines(path, "the database file")

@@ -33,11 +33,12 @@ import numbers
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
+from tvm.contrib.droplet_search import DropletResult, mean
 from tvm.ir import IRModule
 from tvm.target import Target
 
 from ..builder import Builder
-from ..database import Database, TuningRecord, Workload
+from ..database import Database, Workload
 from ..runner import Runner
 from ..tune_context import TuneContext
 from .defaults import resolve_builder, resolve_runner
@@ -49,61 +50,37 @@ logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
 
 
 @dataclass
-class PostOptimizationResult:
-    """What the post-optimization of one workload did.
+class PostOptimizationResult(DropletResult):
+    """What the post-optimization of one workload did (see :class:`DropletResult`).
+
+    ``name`` is the task name (or the workload's structural hash), ``target``
+    the :class:`~tvm.target.Target` of its records, ``before`` the mean run time
+    of its best record measured again alongside the first candidates, and
+    ``record`` the committed record of the fastest schedule when it beat
+    ``before``.
 
     Parameters
     ----------
-    name : str
-        The task name, or the workload's structural hash for database workloads.
-    workload : Workload
+    workload : Optional[Workload]
         The database's workload.
-    target : Target
-        The target its records were tuned and measured for.
-    before : float
-        Mean run time (s) of the workload's best record before post-optimization.
-    after : float
-        Mean run time (s) of its best record afterwards (``before`` when
-        nothing better was found).
-    trials : int
-        Distinct programs the search evaluated (the start included): the
-        ``measured`` ones and the ``recovered`` ones.
-    record : Optional[TuningRecord]
-        The committed record of the fastest schedule, None when nothing
-        improved on ``before``.
-    stop_reason : str
-        Why the search ended.
-    measured : int
-        Programs built and run, each committed to the database.
-    recovered : int
-        Programs whose run times were taken from records already in the
-        database (the start, and measurements of an earlier run).
-    wrong_results : int
-        Measured programs whose outputs differed from the start schedule's,
-        committed as failures.
     """
 
-    name: str
-    workload: Workload
-    target: Target
-    before: float
-    after: float
-    trials: int
-    record: Optional[TuningRecord] = None
-    stop_reason: str = ""
-    measured: int = 0
-    recovered: int = 0
-    wrong_results: int = 0
+    workload: Optional[Workload] = None
 
     @property
-    def speedup(self) -> float:
-        """``before / after``: 1.0 when nothing improved."""
-        return self.before / self.after
+    def trials(self) -> int:
+        """Programs evaluated: ``measured`` and ``reused`` from the database."""
+        return self.measured + self.reused
 
     @property
-    def improved(self) -> bool:
-        """Whether a record faster than the start was committed."""
-        return self.record is not None
+    def recovered(self) -> int:
+        """Programs whose run times came from the database (``reused``)."""
+        return self.reused
+
+    @property
+    def wrong_results(self) -> int:
+        """Measured programs with wrong outputs, committed as failures (``wrong_outputs``)."""
+        return self.wrong_outputs
 
 
 def post_optimize(
@@ -144,26 +121,25 @@ def post_optimize(
     failure and logged.  Nothing is ever removed or rewritten.
 
     Resuming: the search starts from the workload's best record for the
-    target, and every program it proposes whose trace (without its
-    postprocessing part) is already recorded in the database for the target
-    is evaluated from that record, not measured; the start is such a
-    program.  Re-running the same call after an interruption (Ctrl-C, a
-    killed process) therefore measures nothing twice and appends only new
-    records; it starts from the best record committed so far.
+    target, and every record of the workload for the target whose trace
+    (without its postprocessing part) is a point of the search space is given
+    to the search first: it is never measured again, failures included.  Only
+    the start is measured again, once, in the first batch, so that the
+    candidates are compared with run times measured under the same
+    conditions.  Re-running the same call after an interruption (Ctrl-C, a
+    killed process) therefore measures nothing else twice and appends only
+    new records; it starts from the best record committed so far.
 
-    Budget: ``trials`` bounds the distinct programs one call evaluates,
-    measured or recovered from the database, the start included; programs
-    structurally equal to one already evaluated are not counted again.  A
-    call after an interrupted one spends its budget on programs recovered
-    along its walk as well as on new ones.
+    Budget: ``trials`` bounds the programs one call builds and runs, the
+    start's re-measurement included; programs taken from the database and
+    programs structurally equal to one already measured do not count.
 
     Parameters
     ----------
     database : Database
         Any MetaSchedule database holding tuning records.
     trials : int
-        The budget per workload: distinct programs evaluated, measured or
-        recovered from the database (at least 1; the start counts).
+        The budget per workload: programs built and run (at least 1).
     tasks : Optional[Sequence[Union[TuneContext, IRModule, Workload]]]
         The workloads to post-optimize: tuning tasks (their postprocessors are
         used), modules or workloads of the database.  All workloads of the
@@ -202,8 +178,12 @@ def post_optimize(
         raise ValueError(
             f"post-optimization needs a positive number of trials per workload, got {trials!r}"
         )
-    if batch_size is not None and batch_size < 1:
-        raise ValueError(f"batch_size must be positive, got {batch_size}")
+    if batch_size is not None and (
+        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1
+    ):
+        raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
+    if isinstance(pvalue, bool) or not isinstance(pvalue, numbers.Real) or not 0 < pvalue <= 1:
+        raise ValueError(f"pvalue must be in (0, 1], got {pvalue!r}")
     if target is not None and not isinstance(target, Target):
         target = Target(target)
     jobs = collect_jobs(database, tasks, target, skip_unusable)
@@ -212,62 +192,54 @@ def post_optimize(
     for job in jobs:
         try:
             journal = Journal(database, job.workload, job.target)
-            searches.append(WorkloadSearch(job, pvalue, journal))
+            searches.append(
+                WorkloadSearch(job, journal, pvalue=pvalue, budget=int(trials), batch_size=batch_size)
+            )
         except ValueError as error:
             if not skip_unusable:
                 raise
             logger.warning("Post-optimization skips %s: %s", job.name, error)
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
-    return [
-        _post_optimize_one(search, int(trials), builder, runner, batch_size)
-        for search in searches
-    ]
+    return [_post_optimize_one(search, builder, runner) for search in searches]
 
 
-def _post_optimize_one(
-    search: WorkloadSearch,
-    trials: int,
-    builder: Builder,
-    runner: Runner,
-    batch_size: Optional[int],
-) -> PostOptimizationResult:
+def _post_optimize_one(search: WorkloadSearch, builder: Builder, runner: Runner) -> PostOptimizationResult:
     """Run one workload's search; its measurements are committed as it goes."""
     job = search.job
-    before = mean_run_secs(job.record)
-    size = batch_size if batch_size is not None else max(1, 2 * len(search.space.dims))
-    best = search.run(trials, size, builder, runner)
+    logged = mean_run_secs(job.record)
+    search.run(builder, runner)
+    start = search.search.costs(search.space.start)
+    before = mean(start) if start else logged
     result = PostOptimizationResult(
         name=job.name,
-        workload=job.workload,
         target=job.target,
         before=before,
         after=before,
-        trials=search.trials,
+        measured=search.driver.measured,
+        reused=search.reused,
+        wrong_outputs=search.wrong_results,
         stop_reason=search.stop_reason,
-        measured=search.measured,
-        recovered=search.recovered,
-        wrong_results=search.wrong_results,
+        converged_after=search.search.converged_after,
+        workload=job.workload,
     )
-    if best is not None and best.costs:
-        after = sum(best.costs) / len(best.costs)
-        if after < before:
-            result.after = after
-            result.record = best.record
+    best = search.search.best
+    if best is not None and best[0] != search.space.start and mean(best[1]) < before:
+        result.after = mean(best[1])
+        result.record = search.records.get(best[0])
     logger.info(
-        "Post-optimization of %s: %.4g us -> %.4g us (%.3fx) in %d trials (%d measured, "
-        "%d from the database, %d wrong results; %d duplicate programs not measured); %s. "
-        "Best: %s",
+        "Post-optimization of %s: %.4g us -> %.4g us (%.3fx; record %.4g us) in %d measurements "
+        "(%d records reused, %d wrong results, %d duplicate programs not measured); %s. Best: %s",
         job.name,
         before * 1e6,
         result.after * 1e6,
         result.speedup,
-        result.trials,
+        logged * 1e6,
         result.measured,
-        result.recovered,
-        result.wrong_results,
-        search.duplicates,
+        result.reused,
+        result.wrong_outputs,
+        search.driver.duplicates,
         result.stop_reason,
-        search.space.describe(search.search.centre),
+        search.space.describe(search.search.centre if best is None else best[0]),
     )
     return result

@@ -154,6 +154,11 @@ def _with_value(constant, value: int):
     return type(constant)(_dtype(constant), value)
 
 
+def trace_key(trace: Trace) -> str:
+    """The text of a trace without its postprocessing part: equal texts, same program."""
+    return "\n".join(str(line) for line in trace.as_python(remove_postproc=True))
+
+
 def _decision_value(decision):
     """A sampling decision as plain Python: a tuple of ints (tile) or an int."""
     if isinstance(decision, (list, tuple)) or hasattr(decision, "__len__"):
@@ -276,6 +281,52 @@ class TraceSpace:
             factors[0] = extent // inner
             decisions[position] = tuple(factors)
         return decisions
+
+    def point_of(self, trace: Trace) -> Optional[Point]:
+        """The point whose trace is ``trace`` (postprocessing aside), None if there is none.
+
+        Parameters
+        ----------
+        trace : Trace
+            The trace of a tuning record of the same workload.
+
+        Returns
+        -------
+        point : Optional[Point]
+            The point of the space whose trace renders as ``trace`` does; None
+            when the trace has another structure or takes a value no dimension has.
+        """
+        instructions = []
+        for inst in trace.insts:
+            if inst.kind.name == ENTER_POSTPROC:
+                break
+            instructions.append(inst)
+        if len(instructions) != len(self.instructions):
+            return None
+        point = []
+        for dimension in self.dimensions:
+            inst = instructions[dimension.instruction]
+            if inst.kind.name != dimension.kind:
+                return None
+            if dimension.kind == ANNOTATE:
+                if not _is_int_constant(inst.inputs[1]):
+                    return None
+                value = _as_int(inst.inputs[1])
+            else:
+                decision = trace.get_decision(inst)
+                if decision is None:
+                    return None
+                value = _decision_value(decision)
+                if dimension.kind == SAMPLE_PERFECT_TILE:
+                    value = value[dimension.level]
+            if value not in dimension.values:
+                return None
+            point.append(dimension.values.index(value))
+        point = tuple(point)
+        candidate = self.trace_of(point)
+        if candidate is None or trace_key(candidate) != trace_key(trace):
+            return None
+        return point
 
     def trace_of(self, point: Sequence[int]) -> Optional[Trace]:
         """The trace (without postprocessing) that ``point`` stands for, None if invalid."""

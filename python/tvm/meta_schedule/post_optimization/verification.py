@@ -36,6 +36,8 @@ from typing import List, Optional
 import numpy as np
 
 import tvm
+from tvm.contrib.droplet_search import error_summary
+from tvm.contrib.droplet_search.outputs import output_difference, random_array
 from tvm.runtime import device as runtime_device
 from tvm.target import Target
 from tvm.tir.schedule import Schedule
@@ -46,9 +48,6 @@ from ..utils import remove_build_dir
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
 
-RTOL = 1e-3
-"""Relative tolerance of the comparison (schedules may reorder float reductions)."""
-
 SEED = 0
 """Seed of the random inputs."""
 
@@ -57,19 +56,6 @@ def _array(data: np.ndarray, device):
     """A TVM array on ``device`` (``tvm.runtime.tensor`` in newer TVM)."""
     make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
     return make(data, device)
-
-
-def _random(dtype: str, shape, rng: np.random.Generator) -> np.ndarray:
-    """Random values of ``dtype``: uniform in [0, 1) for floats, 0 or 1 otherwise."""
-    if np.dtype(dtype).kind == "f":
-        return rng.uniform(size=shape).astype(dtype)
-    return rng.integers(0, 2, size=shape).astype(dtype)
-
-
-def _last_line(error) -> str:
-    """The last line of an error (message); TVM's error messages end with the reason."""
-    lines = str(error).strip().splitlines()
-    return lines[-1] if lines else type(error).__name__
 
 
 class OutputCheck:
@@ -110,7 +96,7 @@ class OutputCheck:
                 raise RuntimeError(f"this machine has no {device} device")
             rng = np.random.default_rng(SEED)
             self._inputs = [
-                _random(str(info.dtype), [int(extent) for extent in info.shape], rng)
+                random_array([int(extent) for extent in info.shape], str(info.dtype), rng)
                 for info in ArgInfo.from_entry_func(self.start.mod, remove_preproc=True)
             ]
             self._expected = self._outputs(tvm.runtime.load_module(built.artifact_path))
@@ -122,7 +108,7 @@ class OutputCheck:
             remove_build_dir(built.artifact_path)
 
     def _disable(self, why: str, error) -> None:
-        self._disabled = f"{why} ({_last_line(error)})"
+        self._disabled = f"{why} ({error_summary(RuntimeError(str(error)))})"
         logger.warning(
             "Post-optimization of %s: the outputs of candidates are not checked, because %s; "
             "run times alone decide",
@@ -158,26 +144,6 @@ class OutputCheck:
         try:
             got = self._outputs(tvm.runtime.load_module(artifact_path))
         except Exception as error:  # pylint: disable=broad-except
-            return f"it fails to run on this machine: {_last_line(error)}"
-        for position, (value, expected) in enumerate(zip(got, self._expected)):
-            if value.shape != expected.shape or value.dtype != expected.dtype:
-                return f"argument {position} has shape {value.shape} {value.dtype}"
-            if np.dtype(expected.dtype).kind == "f":
-                scale = float(np.max(np.abs(expected))) if expected.size else 0.0
-                close = np.isclose(
-                    value, expected, rtol=RTOL, atol=RTOL * max(scale, 1e-30), equal_nan=True
-                )
-            else:
-                close = value == expected
-            if not np.all(close):
-                worst = np.unravel_index(
-                    np.argmax(np.abs(value.astype("float64") - expected.astype("float64"))),
-                    value.shape,
-                )
-                return (
-                    f"argument {position} differs from the start schedule's in "
-                    f"{int(np.size(close) - np.count_nonzero(close))} of {np.size(close)} "
-                    f"elements (at {tuple(int(i) for i in worst)}: {value[worst]!r}, "
-                    f"expected {expected[worst]!r})"
-                )
-        return None
+            return f"it fails to run on this machine: {error_summary(error)}"
+        difference = output_difference(got, self._expected)
+        return None if difference is None else f"{difference} from the start schedule's"

@@ -16,7 +16,6 @@
 # under the License.
 """The workloads a post-optimization works on, checked before anything is measured."""
 
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from ..database import Database, TuningRecord, Workload
 from ..postproc import Postproc
 from ..tune_context import TuneContext, _normalize_mod
 from ..utils import shash2hex
-from .candidates import seconds, structural_equal, structural_hash
+from .programs import seconds, structural_equal, structural_hash
 
 logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
 
@@ -73,31 +72,16 @@ def mean_run_secs(record: TuningRecord) -> Optional[float]:
     return mean
 
 
-def _canonical(value):
-    """Plain, order-independent Python form of a target's exported attributes."""
-    if hasattr(value, "items"):
-        return {str(key): _canonical(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)) or (
-        hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, str)
-    ):
-        return [_canonical(item) for item in value]
-    if isinstance(value, (bool, int, float)):
-        return value
-    if isinstance(getattr(value, "value", None), (int, float)):  # IntImm, FloatImm
-        return value.value
-    return str(value)
-
-
-def target_key(target: Target) -> str:
-    """A key equal for equal targets (``str(target)`` depends on attribute order)."""
-    return json.dumps(_canonical(target.export()), sort_keys=True)
+def same_target(first: Target, second: Target) -> bool:
+    """Whether two targets are equal (``str(target)`` depends on attribute order)."""
+    return bool(structural_equal(first, second))
 
 
 def _best_record(database: Database, workload: Workload, target: Optional[Target]):
     """The fastest successful record of ``workload`` (for ``target`` when given).
 
-    Returns ``(record, targets)``: the record or None, and the targets of all
-    successful records of the workload (for error messages).
+    Returns ``(record, targets)``: the record or None, and the distinct targets
+    of all successful records of the workload (for error messages).
     """
     records = database.get_top_k(workload, len(database))
     best, best_mean, targets = None, None, []
@@ -105,10 +89,9 @@ def _best_record(database: Database, workload: Workload, target: Optional[Target
         mean = mean_run_secs(record)
         if mean is None or record.target is None:
             continue
-        key = target_key(record.target)
-        if key not in targets:
-            targets.append(key)
-        if target is not None and key != target_key(target):
+        if not any(same_target(record.target, known) for known in targets):
+            targets.append(record.target)
+        if target is not None and not same_target(record.target, target):
             continue
         if best_mean is None or mean < best_mean:
             best, best_mean = record, mean
@@ -139,12 +122,14 @@ def _database_workloads(database: Database) -> List[Workload]:
 def _database_jobs(database: Database, target: Optional[Target]) -> List[PostOptimizationJob]:
     """A job for each workload of the database with a successful record (for ``target``)."""
     jobs: List[PostOptimizationJob] = []
-    present: List[str] = []
+    present: List[Target] = []
     skipped = 0
     for workload in _database_workloads(database):
         name = shash2hex(workload.mod)
         record, targets = _best_record(database, workload, target)
-        present.extend(key for key in targets if key not in present)
+        present.extend(
+            found for found in targets if not any(same_target(found, known) for known in present)
+        )
         if record is None:
             skipped += 1
             continue
@@ -155,13 +140,13 @@ def _database_jobs(database: Database, target: Optional[Target]) -> List[PostOpt
             raise ValueError("the database has no successful tuning record to start from")
         raise ValueError(
             f"target mismatch: the database has no successful tuning record for target "
-            f"{target_key(target)!r}; its records are for {present}"
+            f"{str(target)!r}; its records are for {[str(found) for found in present]}"
         )
     if skipped:
         logger.info(
             "Post-optimization skips %d workload(s) without a successful record for %s",
             skipped,
-            target_key(target),
+            target,
         )
     return jobs
 
@@ -178,10 +163,10 @@ def _task_job(
         name = task.task_name or name
         mod = task.mod
         if task.target is not None:
-            if target is not None and target_key(target) != target_key(task.target):
+            if target is not None and not same_target(target, task.target):
                 raise ValueError(
-                    f"target mismatch: task {name!r} is for {target_key(task.target)!r}, "
-                    f"but post-optimization was asked for {target_key(target)!r}"
+                    f"target mismatch: task {name!r} is for {str(task.target)!r}, "
+                    f"but post-optimization was asked for {str(target)!r}"
                 )
             target = task.target
         if task.space_generator is not None and task.space_generator.postprocs is not None:
@@ -203,7 +188,7 @@ def _task_job(
         if targets and target is not None:
             raise ValueError(
                 f"target mismatch: the database's records of task {name!r} are for "
-                f"{targets}, not for {target_key(target)!r}"
+                f"{[str(found) for found in targets]}, not for {str(target)!r}"
             )
         raise ValueError(f"the database has no successful tuning record of task {name!r}")
     if postprocs is None:
