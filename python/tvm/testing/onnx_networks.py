@@ -259,6 +259,26 @@ def make_model(spec: NetworkSpec):
     return model
 
 
+def single_op_model(op_type: str, shape: Sequence[int] = (1, 8)):
+    """An ONNX model of one element-wise operator (e.g. ``Relu``, ``Identity``): nothing to tune.
+
+    Input ``data`` and output ``out`` of ``shape``, float32.
+    """
+    import onnx  # pylint: disable=import-outside-toplevel
+    from onnx import TensorProto, helper  # pylint: disable=import-outside-toplevel
+
+    graph = helper.make_graph(
+        [helper.make_node(op_type, [INPUT_NAME], ["out"])],
+        op_type.lower(),
+        [helper.make_tensor_value_info(INPUT_NAME, TensorProto.FLOAT, list(shape))],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, list(shape))],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = IR_VERSION
+    onnx.checker.check_model(model)
+    return model
+
+
 def write_model(spec: NetworkSpec, path: str):
     """Write the ONNX model of ``spec`` to ``path``; returns the model."""
     import onnx  # pylint: disable=import-outside-toplevel

@@ -24,6 +24,7 @@ import tvm.testing
 from tvm.driver import tvmc
 from tvm.driver.tvmc import TVMCException
 from tvm.driver.tvmc.main import _main as tvmc_main
+from tvm.testing import onnx_networks
 
 onnx = pytest.importorskip("onnx")
 
@@ -40,20 +41,6 @@ def tune_failure(tmp_path, model, capsys):
     assert code == 4, "tvmc reports a TVMCException with exit code 4"
     assert sorted(path.name for path in tmp_path.iterdir()) == before, "nothing is written"
     return capsys.readouterr().err
-
-
-def relu_model(path):
-    """An ONNX model whose only operator is a ReLU: no AutoTVM template applies."""
-    helper = onnx.helper
-    graph = helper.make_graph(
-        [helper.make_node("Relu", ["data"], ["out"])],
-        "relu",
-        [helper.make_tensor_value_info("data", onnx.TensorProto.FLOAT, [1, 8])],
-        [helper.make_tensor_value_info("out", onnx.TensorProto.FLOAT, [1, 8])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.save(model, str(path))
 
 
 @tvm.testing.requires_llvm
@@ -76,7 +63,7 @@ def test_tune_an_empty_onnx_file(tmp_path, capsys):
 @tvm.testing.requires_llvm
 def test_tune_a_model_without_tunable_task(tmp_path, capsys):
     model = tmp_path / "relu.onnx"
-    relu_model(model)
+    onnx.save(onnx_networks.single_op_model("Relu"), str(model))
     err = tune_failure(tmp_path, model, capsys)
     assert "Error: the model has no task that AutoTVM can tune for target llvm" in err
     assert "nothing was tuned or written" in err
