@@ -20,7 +20,7 @@ The shapes are those of the Droplet Search papers (see ``../shared/UPSTREAM.md``
 matmul N, L, M = 1000, 800, 700 and a ResNet-18 conv2d layer.
 """
 import platform
-from typing import Sequence, Tuple
+from typing import List, Sequence, Tuple
 
 import numpy as np
 
@@ -43,10 +43,35 @@ def host_target_string() -> str:
     """The host CPU as an ``llvm`` target string with the triple and CPU spelled out.
 
     The legacy build's LLVM defaults to a riscv64 triple, and a target without
-    ``-mcpu`` gets SSE-only code: both are named explicitly.
+    ``-mcpu`` gets SSE-only code: both are named explicitly.  When this LLVM
+    does not know the host CPU (it says ``generic``, e.g. LLVM 17 on a Zen 5),
+    the host's vector features are named with ``-mattr`` instead.
     """
     cpu = tvm.target.codegen.llvm_get_system_cpu()
-    return f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}"
+    triple = f"{platform.machine()}-linux-gnu"
+    if cpu != "generic":
+        return f"llvm -mtriple={triple} -mcpu={cpu}"
+    features = host_cpu_features(triple)
+    return f"llvm -mtriple={triple}" + (f" -mattr={','.join('+' + name for name in features)}" if features else "")
+
+
+def host_cpu_features(triple: str) -> List[str]:
+    """Features this LLVM knows for some CPU of ``triple`` that /proc/cpuinfo lists for the host."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            flags = next(line for line in cpuinfo if line.startswith("flags")).split(":", 1)[1].split()
+    except (OSError, StopIteration):
+        return []
+
+    def canonical(name: str) -> str:  # LLVM says sse4.2 and avx512vnni, Linux sse4_2 and avx512_vnni
+        return name.lower().replace("_", "").replace(".", "").replace("-", "")
+
+    host = {canonical(flag) for flag in flags}
+    known = set()
+    for cpu in tvm.target.codegen.llvm_get_cpu_archlist(tvm.target.Target(f"llvm -mtriple={triple}")):
+        target = tvm.target.Target(f"llvm -mtriple={triple} -mcpu={cpu}")
+        known.update(str(name) for name in tvm.target.codegen.llvm_get_cpu_features(target))
+    return sorted(name for name in known if canonical(name) in host)
 
 
 @autotvm.template("droplet_bench/matmul")
