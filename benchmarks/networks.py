@@ -173,7 +173,7 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--line", choices=tuple(SCHEDULERS), default=line, help="default: the installed TVM's")
     parser.add_argument("--networks", default=",".join(onnx_networks.NETWORKS), help="comma-separated")
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS[line]), help="comma-separated")
-    parser.add_argument("--tasks", type=int, default=4, help="heaviest tasks tuned per network (FLOPs x occurrences)")
+    parser.add_argument("--tasks", type=int, default=3, help="heaviest tasks tuned per network (FLOPs x occurrences)")
     parser.add_argument("--trials", type=int, default=32, help="AutoTVM: n_trial per task, every tuner")
     parser.add_argument("--tuners", default="droplet,xgb,ga,random", help="AutoTVM tuners")
     parser.add_argument("--explore", type=int, default=16, help="Ansor: K trials per task")
@@ -191,7 +191,7 @@ def parse_args(line: str) -> argparse.Namespace:
     args = parser.parse_args()
     if args.quick:
         args.networks, args.tasks, args.trials, args.tuners = "resnet18", 2, 4, "droplet,random"
-        args.explore, args.exploit, args.factor = 4, 4, 5
+        args.explore, args.exploit, args.factor = 4, 4, 3
         args.ms_trials, args.post_trials, args.timing_rounds, args.population = 1, 4, 3, 32
     if args.demo:
         args.networks, args.schedulers, args.tuners, args.tasks, args.trials = "resnet18", "autotvm", "droplet", 3, 32
