@@ -55,6 +55,7 @@ class Network:
         logging.getLogger("auto_scheduler").setLevel(logging.INFO)
 
     def describe(self) -> str:
+        """One line about the network: its layers and FLOPs."""
         flop = sum(layer.flop for layer in self.layers)
         return f"{len(self.layers)} convolution and dense layers, {flop / 1e9:.2f} GFLOP per inference"
 
@@ -112,6 +113,7 @@ class Network:
         )
 
     def _selection_note(self, weights: List[float], chosen: List[int], kind: str) -> str:
+        """Say (and print) which share of the tasks' weighted FLOPs the chosen tasks hold."""
         share = sum(weights[index] for index in chosen) / sum(weights)
         note = (
             f"{kind}: {len(chosen)} of {len(weights)} tasks tuned, the heaviest by FLOPs x occurrences "

@@ -90,6 +90,7 @@ class Network:
         ]
 
     def describe(self) -> str:
+        """One line about the network: its tasks and FLOPs."""
         return (
             f"{len(self.tasks)} MetaSchedule tasks, {sum(self.weights) / 1e9:.2f} GFLOP per inference "
             "(TVM's count)"
