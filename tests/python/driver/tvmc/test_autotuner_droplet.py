@@ -14,7 +14,7 @@
 # KIND, either express or implied.  See the License for the
 # specific language governing permissions and limitations
 # under the License.
-"""Test `tvmc tune --tuner droplet` end to end on a small model."""
+"""Test `tvmc tune --tuner droplet` end to end on a small model and on an ONNX network."""
 import numpy as np
 
 import tvm
@@ -24,6 +24,7 @@ from tvm.driver.tvmc import frontends
 from tvm.driver.tvmc.autotuner import autotvm_get_tuning_tasks
 from tvm.driver.tvmc.main import _main as tvmc_main
 from tvm.driver.tvmc.shape_parser import parse_shape_string
+from tvm.testing import onnx_networks
 
 # The legacy build's LLVM defaults to riscv64: name the host triple.
 TARGET = "llvm -mtriple=x86_64-linux-gnu"
@@ -45,6 +46,23 @@ def run_tvmc(argv):
     assert tvmc_main(argv) in (None, 0), "tvmc " + " ".join(argv)
 
 
+def records_by_task(log):
+    """Config indices of the records of each workload of an AutoTVM log."""
+    by_task = {}
+    for inp, _ in autotvm.record.load_from_file(str(log)):
+        by_task.setdefault(inp.task.workload, []).append(inp.config.index)
+    return by_task
+
+
+def run_package(tmp_path, package, inputs):
+    """`tvmc run` of a compiled package on ``inputs``; returns its first output."""
+    inputs_file, outputs_file = tmp_path / "inputs.npz", tmp_path / f"{package.stem}-outputs.npz"
+    np.savez(inputs_file, **inputs)
+    run_argv = ["run", "--device", "cpu", "--inputs", str(inputs_file), "--outputs", str(outputs_file)]
+    run_tvmc(run_argv + [str(package)])
+    return np.load(outputs_file)["output_0"]
+
+
 def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
     model = tmp_path / "dense.relay"
     input_shapes = write_dense_model(model)
@@ -58,9 +76,7 @@ def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
 
     model_for_tasks = frontends.load_model(str(model), shape_dict=parse_shape_string(input_shapes))
     tasks = autotvm_get_tuning_tasks(model_for_tasks.mod, model_for_tasks.params, TARGET)
-    by_task = {}
-    for inp, _ in autotvm.record.load_from_file(str(log)):
-        by_task.setdefault(inp.task.workload, []).append(inp.config.index)
+    by_task = records_by_task(log)
     assert set(by_task) == {task.workload for task in tasks}, "every task is tuned"
     target = tvm.target.Target(TARGET)
     with autotvm.apply_history_best(str(log)) as history:
@@ -77,11 +93,42 @@ def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
 
     data = np.random.uniform(size=(1, 32)).astype("float32")
     weight = np.random.uniform(size=(16, 32)).astype("float32")
-    inputs, outputs = tmp_path / "inputs.npz", tmp_path / "outputs.npz"
-    np.savez(inputs, data=data, weight=weight)
-    run_argv = ["run", "--device", "cpu", "--inputs", str(inputs), "--outputs", str(outputs)]
-    run_tvmc(run_argv + [str(package)])
-    tvm.testing.assert_allclose(np.load(outputs)["output_0"], data @ weight.T, rtol=1e-5)
+    output = run_package(tmp_path, package, {"data": data, "weight": weight})
+    tvm.testing.assert_allclose(output, data @ weight.T, rtol=1e-5)
+
+
+def test_tvmc_tune_droplet_onnx_network(tmp_path):
+    """Two trials per task of a reduced ResNet-18 in ONNX, then `tvmc compile` with those records."""
+    spec = onnx_networks.reduced("resnet18")
+    model = tmp_path / "resnet18.onnx"
+    onnx_networks.write_model(spec, str(model))
+    loaded = frontends.load_model(str(model))
+    tasks = autotvm_get_tuning_tasks(loaded.mod, loaded.params, TARGET)
+    assert any(task.name.startswith("conv2d") for task in tasks), [task.name for task in tasks]
+    log = tmp_path / "droplet.log"
+
+    tune_argv = ["tune", "--target", TARGET, "--tuner", "droplet", "--trials", str(2 * len(tasks))]
+    tune_argv += ["--number", "1", "--repeat", "2", "--timeout", "60"]
+    run_tvmc(tune_argv + ["--output", str(log), str(model)])
+
+    by_task = records_by_task(log)
+    assert set(by_task) == {task.workload for task in tasks}, "every task is tuned"
+    for indices in by_task.values():
+        assert 1 <= len(indices) <= 2
+        assert len(indices) == len(set(indices)), "a config was measured twice"
+
+    untuned, tuned = tmp_path / "untuned.tar", tmp_path / "tuned.tar"
+    run_tvmc(["compile", "--target", TARGET, "--output", str(untuned), str(model)])
+    compile_argv = ["compile", "--target", TARGET, "--tuning-records", str(log)]
+    run_tvmc(compile_argv + ["--output", str(tuned), str(model)])
+    inputs = onnx_networks.random_input(spec)
+    untuned_output = run_package(tmp_path, untuned, inputs)
+    tuned_output = run_package(tmp_path, tuned, inputs)
+    # Other schedules sum in another order: equal up to float32 rounding.
+    scale = np.abs(untuned_output).max()
+    tvm.testing.assert_allclose(tuned_output, untuned_output, rtol=1e-5, atol=1e-5 * scale)
+    reference = onnx_networks.onnxruntime_session(str(model)).run(None, inputs)[0]
+    tvm.testing.assert_allclose(tuned_output, reference, rtol=1e-5, atol=1e-5 * scale)
 
 
 if __name__ == "__main__":

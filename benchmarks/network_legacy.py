@@ -1,0 +1,233 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The legacy line's paths of ``networks.py``: Relay's ONNX frontend, AutoTVM and Ansor."""
+import logging
+import random
+import shutil
+from pathlib import Path
+from typing import Iterator, List, Optional, Tuple
+
+import numpy as np
+import onnx
+
+import tvm
+from tvm import auto_scheduler, autotvm, relay
+from tvm.contrib import graph_executor
+from tvm.testing import onnx_networks
+
+from benchmarks.autotvm_tuners import TUNERS, curve_callback
+from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
+from benchmarks.report import Curve
+from benchmarks.workloads import host_target_string
+
+
+def host_target() -> tvm.target.Target:
+    """The host CPU as ``-mcpu`` (the closest CPU this LLVM knows, see ``host.py``)."""
+    return tvm.target.Target(host_target_string())
+
+
+class Network:
+    """One ONNX network on the legacy line: Relay module, compile helpers, tuning methods."""
+
+    def __init__(self, spec, model_path: str, inputs, target, args, workdir: Path):
+        self.spec, self.inputs, self.target, self.args, self.workdir = spec, inputs, target, args, workdir
+        model = onnx.load(model_path)
+        self.layers = onnx_networks.layers(model)
+        self.mod, self.params = relay.frontend.from_onnx(
+            model, shape={onnx_networks.INPUT_NAME: spec.input_shape}
+        )
+        # Tasks without records use TOPI's fallback configurations: do not warn for each.
+        autotvm.GLOBAL_SCOPE.silent = True
+        logging.getLogger("auto_scheduler").setLevel(logging.INFO)
+
+    def describe(self) -> str:
+        """One line about the network: its layers and FLOPs."""
+        flop = sum(layer.flop for layer in self.layers)
+        return f"{len(self.layers)} convolution and dense layers, {flop / 1e9:.2f} GFLOP per inference"
+
+    # ---------------------------------------------------------------- compiling
+    def _compiled(self, lib) -> Compiled:
+        dev = tvm.cpu()
+        module = graph_executor.GraphModule(lib["default"](dev))
+        module.set_input(**self.inputs)
+        module.run()
+        output = module.get_output(0).numpy()
+        timer = module.module.time_evaluator("run", dev, number=1, repeat=1, min_repeat_ms=200)
+        return Compiled(output, lambda: float(timer().mean))
+
+    def compile_untuned(self) -> Compiled:
+        """Relay's build with TOPI's fallback configurations."""
+        return self.compile()
+
+    def compile(self, autotvm_log: Optional[Path] = None, ansor_log: Optional[Path] = None) -> Compiled:
+        """Build the network with AutoTVM or Ansor records (the best of each task)."""
+        if ansor_log is not None:
+            with auto_scheduler.ApplyHistoryBest(str(ansor_log)):
+                config = {"relay.backend.use_auto_scheduler": True}
+                with tvm.transform.PassContext(opt_level=3, config=config):
+                    lib = relay.build(self.mod, target=self.target, params=self.params)
+        elif autotvm_log is not None:
+            with autotvm.apply_history_best(str(autotvm_log)):
+                with tvm.transform.PassContext(opt_level=3):
+                    lib = relay.build(self.mod, target=self.target, params=self.params)
+        else:
+            with tvm.transform.PassContext(opt_level=3):
+                lib = relay.build(self.mod, target=self.target, params=self.params)
+        return self._compiled(lib)
+
+    # ------------------------------------------------------------------ tuning
+    def tune(self, scheduler: str) -> Iterator[Tuple[MethodRun, Compiled]]:
+        """Every method of ``scheduler`` (``autotvm`` or ``ansor``), with its final build."""
+        random.seed(self.args.seed)
+        np.random.seed(self.args.seed)
+        if scheduler == "autotvm":
+            yield from self._autotvm()
+        else:
+            yield from self._ansor()
+
+    def _occurrences(self, task) -> int:
+        """How many layers of the network an AutoTVM task computes (operand shapes and strides)."""
+        data, weight = tuple(task.args[0][1]), tuple(task.args[1][1])
+        strides = tuple(task.args[2]) if "conv" in task.name else ()
+        return max(
+            1,
+            sum(
+                1
+                for layer in self.layers
+                if layer.data == data and layer.weight == weight and (not strides or layer.strides == strides)
+            ),
+        )
+
+    def _selection_note(self, weights: List[float], chosen: List[int], kind: str) -> str:
+        """Say (and print) which share of the tasks' weighted FLOPs the chosen tasks hold."""
+        share = sum(weights[index] for index in chosen) / sum(weights)
+        note = (
+            f"{kind}: {len(chosen)} of {len(weights)} tasks tuned, the heaviest by FLOPs x occurrences "
+            f"({share:.0%} of the tasks' weighted FLOPs)"
+        )
+        print(f"  {self.spec.label}: {note}", flush=True)
+        return note
+
+    def _autotvm(self) -> Iterator[Tuple[MethodRun, Compiled]]:
+        tasks = autotvm.task.extract_from_program(self.mod["main"], target=self.target, params=self.params)
+        weights = [task.flop * self._occurrences(task) for task in tasks]
+        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[: self.args.tasks]
+        note = self._selection_note(weights, chosen, "AutoTVM")
+        measure_option = autotvm.measure_option(
+            builder=autotvm.LocalBuilder(timeout=60),
+            runner=autotvm.LocalRunner(
+                number=2, repeat=3, min_repeat_ms=0 if self.args.quick else 50, timeout=60,
+                enable_cpu_cache_flush=True,
+            ),
+        )
+        for tuner in self.args.tuners.split(","):
+            run = MethodRun(self.spec.label, f"autotvm-{tuner}", notes=note)
+            clock = Clock(run)
+            log = self.workdir / f"autotvm-{tuner}.log"
+            stopped = 0
+            for position, index in enumerate(chosen):
+                task = tasks[index]
+                budget = min(self.args.trials, len(task.config_space))
+                before = count_lines(log)
+                label = f"{run.method} task {position + 1}/{len(chosen)} {task.name}"
+                with clock:
+                    TUNERS[tuner](task).tune(
+                        n_trial=budget,
+                        early_stopping=None,
+                        measure_option=measure_option,
+                        callbacks=[
+                            autotvm.callback.log_to_file(str(log)),
+                            curve_callback(Curve(run.method, task.name, 0), label),
+                        ],
+                    )
+                stopped += count_lines(log) - before < budget
+                compiled = self.compile(autotvm_log=log)
+                clock.checkpoint(count_lines(log), compiled)
+            if tuner == "droplet":
+                run.notes += f"; Droplet stopped by itself on {stopped} of {len(chosen)} tasks"
+            yield run, compiled
+
+    def _ansor(self) -> Iterator[Tuple[MethodRun, Compiled]]:
+        args = self.args
+        tasks, counts = auto_scheduler.extract_tasks(self.mod["main"], self.params, self.target)
+        weights = [task.compute_dag.flop_ct * count for task, count in zip(tasks, counts)]
+        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[: args.tasks]
+        note = self._selection_note(weights, chosen, "Ansor")
+        tasks, counts = [tasks[index] for index in chosen], [counts[index] for index in chosen]
+        runner = auto_scheduler.LocalRunner(
+            number=3, repeat=3, min_repeat_ms=0 if args.quick else 30, timeout=60
+        )
+
+        search_params = None
+        if args.population:
+            search_params = {
+                "evolutionary_search_population": args.population,
+                "sample_init_min_population": max(1, args.population // 4),
+            }
+
+        def options(log: Path, trials: int) -> auto_scheduler.TuningOptions:
+            return auto_scheduler.TuningOptions(
+                num_measure_trials=trials,
+                num_measures_per_round=min(args.explore, 16),
+                runner=runner,
+                measure_callbacks=[auto_scheduler.RecordToFile(str(log))],
+                verbose=0,
+            )
+
+        def explore(log: Path, resume: bool) -> None:
+            scheduler = auto_scheduler.TaskScheduler(
+                tasks,
+                counts,
+                load_log_file=str(log) if resume else None,
+                # Not the default callbacks: they write total_latency.tsv into the working directory.
+                callbacks=[auto_scheduler.task_scheduler.LogEstimatedLatency(str(self.workdir / "latency.tsv"))],
+            )
+            scheduler.tune(options(log, args.explore * len(tasks)), search_policy_params=search_params)
+
+        long_run = MethodRun(self.spec.label, f"ansor-{args.factor}K", notes=note)
+        clock = Clock(long_run)
+        log = self.workdir / "ansor.json"
+        with clock:
+            explore(log, resume=False)
+        compiled = self.compile(ansor_log=log)
+        clock.checkpoint(count_lines(log), compiled)
+        short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task")
+        yield short, compiled
+
+        droplet_log = self.workdir / "ansor-droplet.json"
+        shutil.copy(log, droplet_log)
+        exploited = short.branch("ansor-K+droplet")
+        droplet_clock = Clock(exploited)
+        with droplet_clock:
+            results = auto_scheduler.droplet_exploit(
+                str(droplet_log), self.target, options(droplet_log, args.exploit),
+                exploitation_trials=args.exploit, tasks=tasks,
+            )
+        exploited.notes = "Droplet over its start per task: " + ", ".join(
+            f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results
+        )
+        droplet_compiled = self.compile(ansor_log=droplet_log)
+        droplet_clock.checkpoint(count_lines(droplet_log), droplet_compiled)
+        yield exploited, droplet_compiled
+
+        for _ in range(args.factor - 1):
+            with clock:
+                explore(log, resume=True)
+            compiled = self.compile(ansor_log=log)
+            clock.checkpoint(count_lines(log), compiled)
+        long_run.notes += f"; {args.factor}K={args.factor * args.explore} per task, resumed from the log every K"
+        yield long_run, compiled

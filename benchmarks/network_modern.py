@@ -1,0 +1,188 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The modern line's path of ``networks.py``: Relax's ONNX frontend and MetaSchedule.
+
+Every MetaSchedule task of the network is tuned (an untuned Relax kernel is a
+plain loop nest, tens of times slower than a scheduled one); Droplet
+post-optimizes the heaviest ones.
+
+Builds run in this process (:class:`InProcessBuilder`): MetaSchedule's
+LocalBuilder starts new worker processes for every batch, and on TVM 0.27
+each new worker spends 10-14 s of CPU importing the tensor intrinsics before
+its first build, which would dominate tuning with a few trials per task.
+All methods use the same builder and runner.
+"""
+import shutil
+from pathlib import Path
+from typing import Iterator, List, Tuple
+
+import onnx
+
+import tvm
+import tvm.s_tir.analysis
+from tvm import relax
+from tvm.ir.utils import derived_object
+from tvm.relax.frontend.onnx import from_onnx
+from tvm.s_tir import meta_schedule as ms
+from tvm.s_tir.meta_schedule import relax_integration
+from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
+from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
+from tvm.s_tir.meta_schedule.post_optimization import post_optimize
+from tvm.testing import onnx_networks
+
+from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
+from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
+
+RECORDS = "database_tuning_record.json"
+
+
+def host_target() -> tvm.target.Target:
+    """The host CPU with both cores."""
+    return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": 2})
+
+
+@derived_object
+class InProcessBuilder(PyBuilder):
+    """Builds candidates one after another in this process, with MetaSchedule's own build and export."""
+
+    def build(self, build_inputs) -> List[BuilderResult]:
+        results = []
+        for build_input in build_inputs:
+            try:
+                module = default_build(build_input.mod, build_input.target, None)
+                results.append(BuilderResult(default_export(module), None))
+            except Exception as err:  # pylint: disable=broad-except
+                results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
+        return results
+
+
+class Network:
+    """One ONNX network on the modern line: Relax module, compile helpers, tuning methods."""
+
+    def __init__(self, spec, model_path: str, inputs, target, args, workdir: Path):
+        self.spec, self.inputs, self.target, self.args, self.workdir = spec, inputs, target, args, workdir
+        mod = from_onnx(onnx.load(model_path), shape_dict={onnx_networks.INPUT_NAME: spec.input_shape})
+        with self.target:
+            self.mod = tvm.transform.Sequential(
+                [
+                    relax.transform.DecomposeOpsForInference(),
+                    relax.transform.CanonicalizeBindings(),
+                    relax.get_pipeline("zero"),
+                ]
+            )(mod)
+        self.tasks = relax_integration.extract_tasks(self.mod, self.target)
+        self.weights = [
+            tvm.s_tir.analysis.estimate_tir_flops(task.dispatched[0]) * task.weight for task in self.tasks
+        ]
+
+    def describe(self) -> str:
+        """One line about the network: its tasks and FLOPs."""
+        return (
+            f"{len(self.tasks)} MetaSchedule tasks, {sum(self.weights) / 1e9:.2f} GFLOP per inference "
+            "(TVM's count)"
+        )
+
+    def _compiled(self, executable) -> Compiled:
+        dev = tvm.cpu()
+        machine = relax.VirtualMachine(executable, dev)
+        data = tvm.runtime.tensor(self.inputs[onnx_networks.INPUT_NAME], dev)
+        output = machine["main"](data).numpy()
+        timer = machine.time_evaluator("main", dev, number=1, repeat=1, min_repeat_ms=200)
+        return Compiled(output, lambda: float(timer(data).mean))
+
+    def compile_untuned(self) -> Compiled:
+        """Relax's build of the network without schedules."""
+        return self._compiled(tvm.compile(self.mod, target=self.target))
+
+    def compile(self, work_dir: Path) -> Compiled:
+        """The network with the best schedule of each task in the database of ``work_dir``.
+
+        As Relax's static-shape tuning pipeline does: the database is applied to
+        the fused module that was tuned (``compile_relax`` would legalize and
+        fuse it again, into functions the database does not hold).
+        """
+        database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+        with self.target, database, tvm.transform.PassContext(opt_level=3):
+            scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(self.mod)
+        return self._compiled(tvm.compile(scheduled, target=self.target))
+
+    def tune(self, scheduler: str) -> Iterator[Tuple[MethodRun, Compiled]]:
+        """MetaSchedule N, N + Droplet post-optimization, and 5N; ``scheduler`` is ``meta_schedule``."""
+        assert scheduler == "meta_schedule", scheduler
+        args = self.args
+        builder = InProcessBuilder()
+        runner = ms.runner.LocalRunner(
+            evaluator_config=ms.runner.EvaluatorConfig(
+                number=3, repeat=3, min_repeat_ms=0 if args.quick else 50
+            )
+        )
+
+        strategy = "evolutionary"
+        if args.population:
+            strategy = ms.search_strategy.EvolutionarySearch(
+                population_size=args.population, init_min_unmeasured=max(1, args.population // 4)
+            )
+
+        def tune_relax(work_dir: Path, trials_per_task: int) -> None:
+            relax_integration.tune_relax(
+                self.mod, {}, self.target, str(work_dir),
+                max_trials_global=trials_per_task * len(self.tasks),
+                max_trials_per_task=trials_per_task,
+                num_trials_per_iter=min(trials_per_task, 64),
+                builder=builder, runner=runner, seed=args.seed, strategy=strategy,
+            )
+
+        long_name = "ms-5N"
+        long_run = MethodRun(self.spec.label, long_name)
+        clock = Clock(long_run)
+        work_dir = self.workdir / "ms"
+        with clock:
+            tune_relax(work_dir, args.ms_trials)
+        compiled = self.compile(work_dir)
+        clock.checkpoint(count_lines(work_dir / RECORDS), compiled)
+        short = long_run.branch("ms-N", f"N={args.ms_trials} per task, all {len(self.tasks)} tasks")
+        yield short, compiled
+
+        chosen = sorted(range(len(self.tasks)), key=lambda index: -self.weights[index])[: args.tasks]
+        share = sum(self.weights[index] for index in chosen) / sum(self.weights)
+        post_dir = self.workdir / "ms-droplet"
+        shutil.copytree(work_dir, post_dir)
+        post_run = short.branch("ms-N+droplet")
+        post_clock = Clock(post_run)
+        with post_clock:
+            results = post_optimize(
+                ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False),
+                args.post_trials,
+                tasks=[self.tasks[index].dispatched[0] for index in chosen],
+                target=self.target,
+                builder=builder,
+                runner=runner,
+            )
+        post_run.notes = (
+            f"post-optimized the {len(chosen)} heaviest tasks ({share:.0%} of the weighted FLOPs): "
+            + ", ".join(f"{result.speedup:.2f}x ({result.trials})" for result in results)
+        )
+        post_compiled = self.compile(post_dir)
+        post_clock.checkpoint(count_lines(post_dir / RECORDS), post_compiled)
+        yield post_run, post_compiled
+
+        with clock:
+            tune_relax(work_dir, 4 * args.ms_trials)
+        compiled = self.compile(work_dir)
+        clock.checkpoint(count_lines(work_dir / RECORDS), compiled)
+        long_run.notes = f"5N={5 * args.ms_trials} per task (N, then 4N resumed from the database)"
+        yield long_run, compiled
