@@ -157,7 +157,7 @@ class Network:
                 stopped += count_lines(log) - before < budget
                 compiled = self.compile(autotvm_log=log)
                 clock.checkpoint(count_lines(log), compiled)
-            if tuner == "droplet":
+            if tuner == "droplet-stop":
                 run.notes += f"; Droplet stopped by itself on {stopped} of {len(chosen)} tasks"
             yield run, compiled
 
