@@ -16,6 +16,7 @@
 # under the License.
 """Algorithm tests of the Droplet Search engine on deterministic cost landscapes."""
 import itertools
+import logging
 import random
 
 import numpy as np
@@ -248,6 +249,23 @@ def test_noisy_flat_landscape_moves_at_about_pvalue():
             search.tell(point, list(1.0 + 0.05 * rng.standard_normal(5)))
         moves += search.moves
     assert 0.055 < moves / 400 < 0.145, f"false moves {moves / 400:.3f} at pvalue 0.1"
+
+
+def test_single_costs_are_compared_by_mean_and_said_once(caplog):
+    """A runner that measures once (the default of Ansor's and MetaSchedule's runners)
+    leaves no variance to test: a lower mean is accepted, and the log says so once."""
+    caplog.set_level(logging.WARNING, logger="droplet_search")
+    search = DropletSearch((9,))
+    proposed = run(search, lambda point: [1.0 + abs(point[0] - 6) * 0.001], 2)
+    assert search.best[0] == (6,), "a 0.1% lower single cost is enough"
+    warnings = [r.getMessage() for r in caplog.records if "single value" in r.getMessage()]
+    assert len(warnings) == 1 and "repeat >= 2" in warnings[0]
+    assert len(proposed) == len(set(proposed))
+    # With repeats, the same differences under 5% noise do not pass the test.
+    noisy = DropletSearch((9,))
+    rng = np.random.default_rng(0)
+    run(noisy, lambda point: list(1.0 + abs(point[0] - 6) * 0.001 + 0.05 * rng.standard_normal(3)), 2)
+    assert noisy.best[0] != (6,) or noisy.moves < search.moves
 
 
 def test_noisy_candidates_need_significance():

@@ -117,6 +117,7 @@ class DropletSearch:
         self._failure_streak = 0
         self._scores = DirectionScores(self.dims)
         self._diagonals = diagonals
+        self._warned_single = False
         self.measurements = 0
         self.moves = 0
         self.converged_after: Optional[int] = None
@@ -399,6 +400,16 @@ class DropletSearch:
             if gain > 0:
                 improving.append((gain, step))
                 self._scores.reward((step[0], 1 if step[1] > 0 else -1), gain)
+        if not self._warned_single and any(
+            len(self._history[point]) < 2 for point in successes
+        ) and len(incumbent) > 0:
+            self._warned_single = True
+            self.logger.warning(
+                "Droplet search: costs with a single value (a runner measuring once), so a "
+                "candidate is accepted whenever its mean is lower, without a significance test; "
+                "measure at least twice (runner repeat >= 2) for the test at pvalue %g",
+                self.pvalue,
+            )
         accepted = next(
             (point for point in successes if is_faster(self._history[point], incumbent, self.pvalue)),
             None,
