@@ -66,10 +66,10 @@ TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 SIZE = 64
 # Generous for a correct 64x64 matmul on a loaded 2-core machine (it builds and
 # runs in well under a second; the start of a builder's or runner's worker
-# process, a fresh one per batch, counts against these too, and newer TVM takes
-# several seconds to import); the injected slow builds and runs take many times
-# longer and never finish on their own.  Each timeout fault costs its timeout.
-BUILD_TIMEOUT = 30
+# process, a fresh one per batch, counts against these too); the injected slow
+# builds and runs take many times longer and never finish on their own.  Each
+# timeout fault costs its timeout.
+BUILD_TIMEOUT = 20
 RUN_TIMEOUT = 20
 FAULTS = ["compile_error", "build_timeout", "run_time_error", "run_timeout", "wrong_result"]
 FAILED = 1e10
