@@ -330,7 +330,9 @@ def install_patched_wheel(line: str, version: "patch_series.SeriesVersion") -> N
     except (patch_series.PatchSeriesError, tvm_wheel.WheelError) as err:
         raise EnvError(f"cannot make the patched {name} wheel of the {line} line: {err}") from err
     if installed_version(line, name) != wanted:
-        raise EnvError(f"the {line} venv holds {name} {installed_version(line, name)}, not {wanted}")
+        raise EnvError(
+            f"the {line} venv holds {name} {installed_version(line, name)}, not {wanted}"
+        )
     print(f"[tvm_env] {line}: {name} {wanted} installed (the {version.tag} series)", flush=True)
 
 
