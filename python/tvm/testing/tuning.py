@@ -301,7 +301,9 @@ def run_python(
 
 
 def run_python_together(
-    args_list: Sequence[Sequence[str]], timeout: float = 600.0
+    args_list: Sequence[Sequence[str]],
+    timeout: float = 600.0,
+    others_after: Optional[Callable[[], bool]] = None,
 ) -> List[ScriptRun]:
     """Run several scripts with :func:`run_python` at the same time.
 
@@ -311,6 +313,10 @@ def run_python_together(
         The script and arguments of each run.
     timeout : float
         The longest each may run, in seconds.
+    others_after : Optional[Callable[[], bool]]
+        When given, the first script starts alone and the others once this
+        holds (or the first has ended), e.g. once the first has written a
+        record: for what cannot start at the same instant twice.
 
     Returns
     -------
@@ -318,7 +324,15 @@ def run_python_together(
         How each ended, in the order of ``args_list``.
     """
     with ThreadPoolExecutor(len(args_list)) as pool:
-        return list(pool.map(lambda args: run_python(args, timeout=timeout), args_list))
+        first = pool.submit(run_python, args_list[0], timeout=timeout)
+        if others_after is not None:
+            wait_until(
+                lambda: others_after() or first.done(),
+                f"{args_list[0][0]} did not get going",
+                timeout,
+            )
+        others = [pool.submit(run_python, args, timeout=timeout) for args in args_list[1:]]
+        return [future.result() for future in [first, *others]]
 
 
 __all__ = [

@@ -426,7 +426,13 @@ def test_two_processes_tuning_into_one_log(tmp_path):
     script.write_text(TUNING_SCRIPT)
     log = tmp_path / "shared.log"
     sizes = (64, 32)
-    runs = run_python_together([[script, log, size] for size in sizes])
+    # AutoTVM's LocalRunner starts an RPC tracker and server on the first free port
+    # from 9000: two started at the same instant can take the same port (TVM's
+    # server binds with SO_REUSEADDR, then fails to listen).  The second run starts
+    # once the first has logged a record; then both tune, and append, together.
+    runs = run_python_together(
+        [[script, log, size] for size in sizes], others_after=lambda: line_count(log) >= 1
+    )
     for run in runs:
         kill_processes(run.leftovers())
         assert run.returncode == 0, run.stderr[-3000:]
