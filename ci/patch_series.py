@@ -22,7 +22,6 @@
     python3 ci/patch_series.py check --version TAG [--tree PATH | --tvm-git GITDIR [--ref REV]]
                                      [--apply-only]
     python3 ci/patch_series.py wheel [--wheel WHEEL] [--out DIR]
-    python3 ci/patch_series.py wheel-test [--wheel WHEEL] [--out DIR] [-- PYTEST ARGS...]
 
 TAG is an ``upstream_tag`` of ci/lines.toml (``v0.19.0``: the legacy flavor,
 ``v0.27.0``: the modern flavor).  ``generate`` writes ``patches/TAG/NNNN-*.patch``,
@@ -46,9 +45,9 @@ once with pip into ``build/patch-series/wheels``).
 ``wheel`` writes ``DIR/<name>-<version>+droplet.g<digest>-<tags>.whl`` (default
 DIR: ``dist``): the given TVM wheel (default: the pinned official wheel) with the
 series of its version applied to its ``tvm/`` package, a PEP 440 local version
-label, the ``.dist-info`` renamed and ``RECORD`` rebuilt.  ``wheel-test`` builds
-it, installs it with the line's pinned requirements into a fresh virtual
-environment and runs the line's test folders there.
+label, the ``.dist-info`` renamed and ``RECORD`` rebuilt.  ``ci/tvm_env.py``
+installs the patched copy of the modern line's pinned wheel into that line's
+environment, where the line's tests run against it.
 
 Exit status: 0 success, 1 stale or non-applying series / failing tests,
 2 bad input.
@@ -66,7 +65,7 @@ import tarfile
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tvm_overlay  # pylint: disable=wrong-import-position
@@ -84,8 +83,6 @@ AUTHOR_DATE = "2026-01-01T00:00:00+00:00"
 # compares all-digit segments as numbers and drops their leading zeros).
 LOCAL_LABEL_PREFIX = "droplet.g"
 LOCAL_LABEL_DIGITS = 10
-# Tests of ci/ itself: not run by wheel-test against the patched wheel.
-TOOLING_TESTS = "tests/python/ci"
 
 
 class PatchSeriesError(Exception):
@@ -716,6 +713,33 @@ def local_label(members: Dict[str, Optional[tvm_wheel.NewMember]]) -> str:
     return LOCAL_LABEL_PREFIX + digest.hexdigest()[:LOCAL_LABEL_DIGITS]
 
 
+def patch_plan(
+    reader: tvm_wheel.WheelReader, repo: Path = REPO
+) -> Tuple[str, Dict[str, Optional[tvm_wheel.NewMember]]]:
+    """The version of the patched copy of ``reader``'s wheel, and its changed members.
+
+    Raises PatchSeriesError for a TVM version without a series, a wheel without
+    a ``tvm/`` package or a series that does not apply.
+    """
+    version = series_for_wheel_version(reader.version, repo)
+    if not reader.has_package("tvm"):
+        raise PatchSeriesError(
+            f"{reader.path.name}: the wheel has no tvm/ package (tvm/__init__.py)"
+        )
+    members = patched_members(reader, version, repo)
+    separator = "." if "+" in reader.version else "+"
+    return reader.version + separator + local_label(members), members
+
+
+def patched_wheel_version(wheel: Path, repo: Path = REPO) -> str:
+    """The version ``build_wheel`` gives the patched copy of ``wheel``, without writing it."""
+    try:
+        with tvm_wheel.WheelReader(wheel) as reader:
+            return patch_plan(reader, repo)[0]
+    except tvm_wheel.WheelError as err:
+        raise PatchSeriesError(str(err)) from err
+
+
 def build_wheel(wheel: Path, out_dir: Path, repo: Path = REPO) -> Path:
     """Write the patched copy of ``wheel`` into ``out_dir``; returns its path.
 
@@ -726,14 +750,7 @@ def build_wheel(wheel: Path, out_dir: Path, repo: Path = REPO) -> Path:
     """
     try:
         with tvm_wheel.WheelReader(wheel) as reader:
-            version = series_for_wheel_version(reader.version, repo)
-            if not reader.has_package("tvm"):
-                raise PatchSeriesError(
-                    f"{reader.path.name}: the wheel has no tvm/ package (tvm/__init__.py)"
-                )
-            members = patched_members(reader, version, repo)
-            separator = "." if "+" in reader.version else "+"
-            new_version = reader.version + separator + local_label(members)
+            new_version, members = patch_plan(reader, repo)
             final = Path(out_dir) / f"{reader.dist_name}-{new_version}-{reader.file_tags()}.whl"
             final.parent.mkdir(parents=True, exist_ok=True)
             descriptor, partial = tempfile.mkstemp(
@@ -752,92 +769,6 @@ def build_wheel(wheel: Path, out_dir: Path, repo: Path = REPO) -> Path:
     except tvm_wheel.WheelError as err:
         raise PatchSeriesError(str(err)) from err
     return final
-
-
-def wheel_version(wheel: Path) -> str:
-    """The version in a wheel's METADATA."""
-    with tvm_wheel.WheelReader(wheel) as reader:
-        return reader.version
-
-
-def create_venv(location: Path) -> Path:
-    """A fresh virtual environment at ``location``; returns its python."""
-    subprocess.run([sys.executable, "-m", "venv", str(location)], check=True)
-    return location / "bin" / "python"
-
-
-def venv_env(location: Path, line: str) -> dict:
-    """The environment for commands run inside a virtual environment."""
-    env = dict(os.environ)
-    env["PATH"] = f"{location / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["VIRTUAL_ENV"] = str(location)
-    env["TVM_DROPLET_LINE"] = line
-    env.pop("PYTHONPATH", None)  # the installed wheel only, never a source tree
-    return env
-
-
-def pip_install(python: Path, arguments: Sequence[str]) -> None:
-    """``pip install`` into the environment of ``python``; raises with pip's error."""
-    command = [
-        str(python),
-        "-m",
-        "pip",
-        "--disable-pip-version-check",
-        "install",
-        "--quiet",
-        *arguments,
-    ]
-    result = subprocess.run(command, check=False, capture_output=True, text=True)
-    if result.returncode != 0:
-        raise PatchSeriesError(f"pip install failed:\n{result.stderr.strip()}")
-
-
-def wheel_test(
-    wheel: Optional[Path],
-    out_dir: Path,
-    pytest_args: Sequence[str],
-    repo: Path = REPO,
-    log: Callable[[str], None] = print,
-) -> int:
-    """Build the patched wheel, install it into a fresh venv and run the line's tests there."""
-    if wheel is None:
-        wheel = pinned_wheel(official_wheel_version(repo))
-    version = series_for_wheel_version(wheel_version(wheel), repo)
-    built = build_wheel(wheel, out_dir, repo)
-    log(f"[patch_series] built {built}")
-    new_version = wheel_version(built)
-    with tempfile.TemporaryDirectory(prefix="tvm-wheel-test-") as scratch:
-        location = Path(scratch) / "venv"
-        python = create_venv(location)
-        log(
-            f"[patch_series] installing {built.name} and the [{version.line}] requirements into {location}"
-        )
-        pip_install(python, [*version.requirements, str(built)])
-        with tvm_wheel.WheelReader(built) as reader:
-            name = reader.name
-        shown = _run([str(python), "-m", "pip", "show", name])
-        reported = re.search(r"^Version: (\S+)$", shown.stdout, re.MULTILINE)
-        if not reported or reported.group(1) != new_version:
-            raise PatchSeriesError(
-                f"pip show {name} reports {reported and reported.group(1)}, expected {new_version}"
-            )
-        log(f"[patch_series] pip show {name}: Version {new_version}")
-        # The line's TVM tests; the tests of this tooling (which build wheels and
-        # virtual environments themselves) are not part of the suite run here.
-        paths = [
-            path
-            for path in version.tests
-            if (repo / path).exists() and not (path + "/").startswith(TOOLING_TESTS + "/")
-        ]
-        command = [str(python), "-m", "pytest", "-p", "no:cacheprovider", *paths, *pytest_args]
-        log("[patch_series] + " + " ".join(command))
-        code = subprocess.run(
-            command, cwd=repo, env=venv_env(location, version.line), check=False
-        ).returncode
-    if code == 5:
-        log("[patch_series] pytest collected no test: that is a failure")
-        return 1
-    return 0 if code == 0 else 1
 
 
 # ----------------------------------------------------------------------------
@@ -888,14 +819,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         "--wheel", help="TVM wheel to patch (default: the pinned official wheel)"
     )
     wheel_parser.add_argument("--out", default=str(REPO / "dist"))
-    test_parser = commands.add_parser("wheel-test")
-    test_parser.add_argument(
-        "--wheel", help="TVM wheel to patch (default: the pinned official wheel)"
-    )
-    test_parser.add_argument("--out", default=str(REPO / "dist"))
-    args, pytest_args = parser.parse_known_args(argv)
-    if pytest_args and args.command != "wheel-test":
-        parser.error(f"unrecognized arguments: {' '.join(pytest_args)}")
+    args = parser.parse_args(argv)
     try:
         if args.command == "versions":
             for tag, version in sorted(series_versions().items()):
@@ -935,14 +859,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 what = "applies" if args.apply_only else "is current and applies"
                 print(f"[patch_series] {patches_dir} {what} exactly onto {tree.description}")
             return 0 if result.ok else 1
-        if args.command == "wheel":
-            wheel = Path(args.wheel) if args.wheel else None
-            if wheel is None:
-                wheel = pinned_wheel(official_wheel_version())
-            print(f"[patch_series] wrote {build_wheel(wheel, Path(args.out))}")
-            return 0
-        pytest_args = [arg for arg in pytest_args if arg != "--"]
-        return wheel_test(Path(args.wheel) if args.wheel else None, Path(args.out), pytest_args)
+        wheel = Path(args.wheel) if args.wheel else pinned_wheel(official_wheel_version())
+        print(f"[patch_series] wrote {build_wheel(wheel, Path(args.out))}")
+        return 0
     except (PatchSeriesError, tvm_overlay.OverlayError, tvm_wheel.WheelError) as err:
         print(f"[patch_series] error: {err}", file=sys.stderr)
         return 2

@@ -26,6 +26,16 @@
 LINE is a section of ci/lines.toml (``legacy`` or ``modern``).  Virtual
 environments live in ``$TVM_DROPLET_VENVS`` (default: the repository root).
 Only the package registries are used; nothing is installed outside the venvs.
+
+How ``apply`` lays the series onto a line's TVM depends on what the line pins:
+an official wheel of the series' tag (modern: apache-tvm 0.27.0.post1, a build
+of v0.27.0) is replaced by the patched wheel ``ci/patch_series.py wheel`` makes
+of it (``dist/``), installed with pip, so the line's tests test what users
+install; any other build (legacy: hhb-tvm) gets the series' files laid onto its
+installed package by ci/tvm_overlay.py.  Test files the line's flavor moves
+(``tests/python/meta_schedule/`` -> ``tests/python/s_tir/meta_schedule/``) are
+rendered into the venv (``tvm-droplet-tests/``) and run from there, as the
+patch series renders them.
 """
 import argparse
 import hashlib
@@ -37,16 +47,19 @@ import sys
 import tempfile
 import zipfile
 from pathlib import Path
+from typing import List, Optional
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import patch_series  # pylint: disable=wrong-import-position
 import tvm_overlay  # pylint: disable=wrong-import-position
+import tvm_wheel  # pylint: disable=wrong-import-position
 
 REPO = tvm_overlay.REPO
 
 # Fixes of the legacy build's known defects (ENVIRONMENT.md), applied to the
 # installed files right after the wheel is unpacked.  Each is (file, old, new,
 # why).  Bump FIXES_VERSION when changing them: the environment is rebuilt.
-FIXES_VERSION = 1
+FIXES_VERSION = 2
 LEGACY_FIXES = [
     (
         "tvm/rpc/server.py",
@@ -66,12 +79,43 @@ LEGACY_FIXES = [
         "    pass\n",
         "`import xgboost` after `import tvm` makes XGBTuner segfault",
     ),
+    (
+        "tvm/target/target.py",
+        "@tvm._ffi.register_object\nclass TargetKind(Object):\n",
+        "def _with_host_triple(target):\n"
+        '    """hhb-tvm env fix: this build\'s LLVM defaults to riscv64. An llvm target that\n'
+        '    names no triple gets the host\'s, as with an LLVM built for the host."""\n'
+        "    import platform  # pylint: disable=import-outside-toplevel\n"
+        "\n"
+        '    triple = platform.machine() + "-linux-gnu"\n'
+        '    if isinstance(target, str) and target.split(maxsplit=1)[:1] == ["llvm"]:\n'
+        '        if "-mtriple" not in target:\n'
+        '            return target + " -mtriple=" + triple\n'
+        '    elif isinstance(target, dict) and target.get("kind") == "llvm":\n'
+        '        if "mtriple" not in target:\n'
+        '            return {**target, "mtriple": triple}\n'
+        "    return target\n"
+        "\n"
+        "\n"
+        "@tvm._ffi.register_object\nclass TargetKind(Object):\n",
+        "its LLVM defaults to riscv64: a plain `llvm` target built code that failed at run time "
+        'with "architecture mismatch"',
+    ),
+    (
+        "tvm/target/target.py",
+        '                "Please use -libs=dnnl instead.",\n            )\n'
+        "        if isinstance(target, (dict, str)):\n",
+        '                "Please use -libs=dnnl instead.",\n            )\n'
+        "        target = _with_host_triple(target)\n"
+        "        host = _with_host_triple(host)\n"
+        "        if isinstance(target, (dict, str)):\n",
+        "(the same fix: applied to every target and host built from a string or dict)",
+    ),
 ]
-# Two more defects need no file change: numpy is pinned below 2 in ci/lines.toml
-# (the build uses np.float_), and its LLVM defaults to a riscv64 triple, so every
-# target must name the host triple: tests and demos pass
-# ``llvm -mtriple=x86_64-linux-gnu -mcpu=<host cpu>`` (``-mcpu=native`` is rejected
-# with an explicit triple by this build).
+# One more defect needs no file change: numpy is pinned below 2 in ci/lines.toml
+# (the build uses np.float_).  For speed, name the host CPU:
+# ``llvm -mcpu=<tvm.target.codegen.llvm_get_system_cpu()>`` (this build rejects
+# ``-mcpu=native``).
 
 
 class EnvError(Exception):
@@ -217,19 +261,116 @@ def require_venv(line: str) -> None:
         )
 
 
+def overlay_state(line: str) -> Path:
+    """Where ci/tvm_overlay.py keeps the originals of the files it changed."""
+    return venv_dir(line) / "tvm-droplet-overlay"
+
+
 def apply(line: str) -> None:
     """Lay the series of the line's flavor onto its installed TVM."""
     require_venv(line)
     spec = line_spec(line)
-    overlay = tvm_overlay.InstalledOverlay(
-        site_packages(line), venv_dir(line) / "tvm-droplet-overlay"
-    )
+    try:
+        version = patch_series.series_version(spec["upstream_tag"])
+    except patch_series.PatchSeriesError as err:
+        raise EnvError(str(err)) from err
+    if version.pinned_wheel_is_build_of_tag:
+        install_patched_wheel(line, version)
+        return
+    overlay = tvm_overlay.InstalledOverlay(site_packages(line), overlay_state(line))
     try:
         patches = overlay.apply(spec["flavor"])
     except tvm_overlay.OverlayError as err:
         raise EnvError(f"cannot apply the series to the {line} TVM: {err}") from err
     names = ", ".join(patch.name for patch in patches) or "none"
     print(f"[tvm_env] {line}: applied series ({names})", flush=True)
+
+
+def installed_version(line: str, distribution: str) -> str:
+    """The version of ``distribution`` installed in the line's venv ("" when none)."""
+    out = subprocess.run(
+        [
+            str(venv_python(line)),
+            "-c",
+            "import importlib.metadata as m, sys\n"
+            "try:\n    print(m.version(sys.argv[1]))\nexcept m.PackageNotFoundError:\n    print()",
+            distribution,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return out.stdout.strip()
+
+
+def install_patched_wheel(line: str, version: "patch_series.SeriesVersion") -> None:
+    """Install the line's pinned official TVM wheel with the series applied.
+
+    The wheel is built into ``dist/`` and installed (without dependencies: the
+    line's pinned requirements are there) unless the venv already holds that
+    exact build, which its local version label identifies.
+    """
+    state = overlay_state(line)
+    if state.exists():  # a venv the overlay patched before: give TVM its files back
+        tvm_overlay.InstalledOverlay(site_packages(line), state).restore()
+        shutil.rmtree(state)
+    name = version.tvm_wheel["name"]
+    try:
+        official = patch_series.pinned_wheel(version)
+        wanted = patch_series.patched_wheel_version(official)
+        if installed_version(line, name) != wanted:
+            wheel = patch_series.build_wheel(official, REPO / "dist")
+            # Patched builds of earlier series (100 MB each) are of no further use.
+            prefix = wheel.name.split("+", 1)[0] + "+" + patch_series.LOCAL_LABEL_PREFIX
+            for stale in wheel.parent.glob(prefix + "*.whl"):
+                if stale != wheel:
+                    stale.unlink()
+            print(f"[tvm_env] {line}: installing {wheel.name}", flush=True)
+            pip(line, "install", "--quiet", "--no-deps", "--force-reinstall", str(wheel))
+    except (patch_series.PatchSeriesError, tvm_wheel.WheelError) as err:
+        raise EnvError(f"cannot make the patched {name} wheel of the {line} line: {err}") from err
+    if installed_version(line, name) != wanted:
+        raise EnvError(
+            f"the {line} venv holds {name} {installed_version(line, name)}, not {wanted}"
+        )
+    print(f"[tvm_env] {line}: {name} {wanted} installed (the {version.tag} series)", flush=True)
+
+
+def rendered_tests_dir(line: str) -> Path:
+    """Where the test files the line's flavor moves are rendered."""
+    return venv_dir(line) / "tvm-droplet-tests"
+
+
+def pytest_paths(line: str, rendered: Optional[Path] = None) -> List[Path]:
+    """The line's test folders, as pytest arguments.
+
+    Folders the line's flavor maps elsewhere are rendered, file by file, by the
+    flavor (its paths and text), as the patch series renders them for that
+    line's TVM tree, into ``rendered`` (default: :func:`rendered_tests_dir`),
+    made afresh each time.
+    """
+    spec = line_spec(line)
+    flavor = tvm_overlay.Flavor(spec["flavor"])
+    rendered = rendered or rendered_tests_dir(line)
+    if rendered.exists():
+        shutil.rmtree(rendered)
+    paths = []
+    for name in spec["tests"]:
+        source = REPO / name
+        if not source.exists():
+            continue
+        moved = name + "/" if source.is_dir() else name
+        if flavor.map_path(moved) == moved:
+            paths.append(source)
+            continue
+        files = [source] if source.is_file() else sorted(source.rglob("*.py"))
+        for path in files:
+            relative = path.relative_to(REPO).as_posix()
+            target = rendered / flavor.map_path(relative)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(flavor.render(relative))
+        paths.append(rendered / flavor.map_path(moved))
+    return paths
 
 
 def run_in(line: str, command: list) -> int:
@@ -245,11 +386,13 @@ def test(line: str, pytest_args: list) -> int:
     setup(line)
     apply(line)
     spec = line_spec(line)
-    paths = [path for path in spec["tests"] if (REPO / path).exists()]
+    paths = pytest_paths(line)
     if not paths:
         raise EnvError(f"none of the test folders of line {line!r} exists: {spec['tests']}")
     code = run_in(
-        line, [str(venv_python(line)), "-m", "pytest", "-p", "no:cacheprovider", *paths, *pytest_args]
+        line,
+        [str(venv_python(line)), "-m", "pytest", "-p", "no:cacheprovider", *map(str, paths)]
+        + pytest_args,
     )
     if code == 5:
         print(f"[tvm_env] {line}: pytest collected no test: that is a failure", flush=True)

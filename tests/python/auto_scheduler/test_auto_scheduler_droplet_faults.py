@@ -26,16 +26,12 @@ processes stopped by SIGINT or SIGKILL, then started again with the same command
 import json
 import logging
 import os
-import platform
 import signal
-import subprocess
 import sys
-import textwrap
 import time
 
 import cloudpickle
 import numpy as np
-import psutil
 import pytest
 
 import tvm
@@ -45,28 +41,31 @@ from tvm.auto_scheduler.measure import MeasureErrorNo
 from tvm.auto_scheduler.droplet_log import state_key
 from tvm.auto_scheduler.workload_registry import register_workload_tensors
 from tvm.contrib import tar
+from tvm.testing.tuning import kill_processes, line_count, run_python, run_python_together
 
 # The builder's worker processes cannot import this test module by name: send
 # the build function defined here by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SIZE = 64
-# Generous for a 64x64 matmul on a loaded 2-core machine, small next to the
-# injected slow builds and runs, which never finish on their own.
-BUILD_TIMEOUT = 10
-RUN_TIMEOUT = 10
+# Generous for a correct 64x64 matmul on a loaded 2-core machine (it builds and
+# runs in well under a second; the start of a builder's or runner's worker
+# process counts against these too); the injected slow builds and runs take many
+# times longer and never finish on their own.  Each timeout fault costs its timeout.
+BUILD_TIMEOUT = 20
+RUN_TIMEOUT = 20
 UNROLL_PRAGMA = "pragma_auto_unroll_max_step"
 
 
 def host_target():
-    return tvm.target.Target(f"llvm -mtriple={platform.machine()}-linux-gnu")
+    return tvm.target.Target("llvm")
 
 
-def matmul_task():
-    a = te.placeholder((SIZE, SIZE), name="A")
-    b = te.placeholder((SIZE, SIZE), name="B")
-    k = te.reduce_axis((0, SIZE), name="k")
-    c = te.compute((SIZE, SIZE), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+def matmul_task(size=SIZE):
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
     dag = auto_scheduler.ComputeDAG([a, b, c])
     register_workload_tensors(dag.workload_key(), [a, b, c])
     return auto_scheduler.SearchTask(
@@ -189,15 +188,15 @@ def marks_of(measure_input):
     return {"unroll": unroll, "k_inner": k_split[4][0]}
 
 
-def assert_best_is_correct(log_file, task):
+def assert_best_is_correct(log_file, task, size=SIZE):
     """The log's best record is a successful one and its schedule matches numpy."""
     best_input, best_result = auto_scheduler.load_best_record(log_file, task.workload_key)
     assert best_result.error_no == MeasureErrorNo.NO_ERROR
     schedule, args = task.apply_best(log_file)
     module = tvm.build(schedule, args, target=task.target)
     rng = np.random.default_rng(1)
-    a, b = (rng.uniform(-1, 1, (SIZE, SIZE)).astype("float32") for _ in range(2))
-    c = tvm.nd.empty((SIZE, SIZE), "float32")
+    a, b = (rng.uniform(-1, 1, (size, size)).astype("float32") for _ in range(2))
+    c = tvm.nd.empty((size, size), "float32")
     module(tvm.nd.array(a), tvm.nd.array(b), c)
     np.testing.assert_allclose(c.numpy(), a @ b, rtol=1e-4, atol=1e-4)
     return best_input
@@ -229,6 +228,7 @@ def planned_fault(measure_input):
     return None
 
 
+@tvm.testing.requires_llvm
 def test_measurement_faults_are_recorded_and_never_best(tmp_path, caplog):
     caplog.set_level(logging.DEBUG, logger="auto_scheduler")
     task = matmul_task()
@@ -275,6 +275,7 @@ def test_measurement_faults_are_recorded_and_never_best(tmp_path, caplog):
         assert result.record[1].error_no == MeasureErrorNo.NO_ERROR
 
 
+@tvm.testing.requires_llvm
 def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="auto_scheduler")
     task = matmul_task()
@@ -310,7 +311,6 @@ def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(tmp_path, cap
 # ------------------------------------------------------------------ interruption
 EXPLOIT_SCRIPT = """
 import logging
-import platform
 import sys
 
 import tvm
@@ -318,65 +318,27 @@ from tvm import auto_scheduler, te
 from tvm.auto_scheduler.workload_registry import register_workload_tensors
 
 logging.basicConfig(level=logging.INFO)
-size = {size}
+# With a size argument, only the task of that size is exploited; otherwise every task of the log.
+size = int(sys.argv[2]) if len(sys.argv) > 2 else {size}
 a = te.placeholder((size, size), name="A")
 b = te.placeholder((size, size), name="B")
 k = te.reduce_axis((0, size), name="k")
 c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-register_workload_tensors(auto_scheduler.ComputeDAG([a, b, c]).workload_key(), [a, b, c])
+dag = auto_scheduler.ComputeDAG([a, b, c])
+register_workload_tensors(dag.workload_key(), [a, b, c])
 options = auto_scheduler.TuningOptions(
     builder=auto_scheduler.LocalBuilder(timeout=60, n_parallel=1),
     runner=auto_scheduler.LocalRunner(number=2, repeat=2, timeout=60),
     verbose=0,
 )
-target = tvm.target.Target("llvm -mtriple=" + platform.machine() + "-linux-gnu")
-auto_scheduler.droplet_exploit(sys.argv[1], target, options, 12, batch_size=3)
+target = tvm.target.Target("llvm")
+task = auto_scheduler.SearchTask(compute_dag=dag, workload_key=dag.workload_key(), target=target)
+results = auto_scheduler.droplet_exploit(
+    sys.argv[1], target, options, {trials}, batch_size=3, tasks=[task] if len(sys.argv) > 2 else None
+)
+print("exploited", sum(result.exploitation_trials for result in results), file=sys.stderr)
 """
-
-
-def run_script(script, log_file, stop_signal=None, stop_after_records=None):
-    """Run the script on ``log_file``; with ``stop_signal``, send it once the log
-    holds ``stop_after_records`` records.  Returns the return code, the stderr
-    and the processes it started that are still running after it ended."""
-    errors = log_file.with_suffix(".stderr")
-    with open(errors, "w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, str(script), str(log_file)], stdout=subprocess.DEVNULL, stderr=stderr
-        )
-    descendants = {}
-    try:
-        while process.poll() is None:
-            for child in psutil.Process(process.pid).children(recursive=True):
-                descendants[child.pid] = child
-            if stop_signal is not None and read_bytes(log_file).count(b"\n") >= stop_after_records:
-                # Python may swallow a KeyboardInterrupt raised inside a destructor:
-                # press Ctrl-C again until the process stops, as a user would.
-                deadline = time.monotonic() + 120
-                while process.poll() is None and time.monotonic() < deadline:
-                    process.send_signal(stop_signal)
-                    try:
-                        process.wait(timeout=2)
-                    except subprocess.TimeoutExpired:
-                        pass
-                break
-            time.sleep(0.05)
-        process.wait(timeout=600)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    _, alive = psutil.wait_procs(list(descendants.values()), timeout=5)
-    return process.returncode, errors.read_text(), alive
-
-
-def stop(processes):
-    """Kill, by pid, processes that a stopped run left behind."""
-    for process in processes:
-        try:
-            process.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(processes, timeout=30)
+EXPLOIT_TRIALS = 6
 
 
 @pytest.fixture(scope="module")
@@ -388,27 +350,28 @@ def origin_log(tmp_path_factory):
     )
 
 
+@tvm.testing.requires_llvm
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_run_resumes_from_its_log(tmp_path, origin_log, stop_signal):
     script = tmp_path / "exploit.py"
-    script.write_text(EXPLOIT_SCRIPT.format(size=SIZE))
+    script.write_text(EXPLOIT_SCRIPT.format(size=SIZE, trials=EXPLOIT_TRIALS))
     log_file = tmp_path / "tuning.json"
     log_file.write_bytes(read_bytes(origin_log))
 
     # Stop it once the first batch (three states) is appended.
-    code, stderr, left = run_script(script, log_file, stop_signal, stop_after_records=4)
-    stop(left)
+    run = run_python([script, log_file], stop_signal, stop_when=lambda: line_count(log_file) >= 4)
+    kill_processes(run.descendants)
     if stop_signal == signal.SIGINT:
-        assert "KeyboardInterrupt" in stderr, stderr[-3000:]
+        assert "KeyboardInterrupt" in run.stderr, run.stderr[-3000:]
     else:
-        assert code == -signal.SIGKILL
+        assert run.returncode == -signal.SIGKILL
     before = read_bytes(log_file)
     first = list(auto_scheduler.load_records(str(log_file)))
-    assert 4 <= len(first) < 13, "the run was stopped after a batch, before its end"
+    assert 4 <= len(first) < 1 + EXPLOIT_TRIALS, "the run was stopped after a batch, before its end"
 
-    code, stderr, left = run_script(script, log_file)
-    stop(left)
-    assert code == 0, stderr[-3000:]
+    run = run_python([script, log_file])
+    kill_processes(run.leftovers())
+    assert run.returncode == 0, run.stderr[-3000:]
     after = read_bytes(log_file)
     assert after.startswith(before), "the log was only appended to"
     records = list(auto_scheduler.load_records(str(log_file)))
@@ -416,9 +379,39 @@ def test_interrupted_run_resumes_from_its_log(tmp_path, origin_log, stop_signal)
     # Nothing was measured twice but each run's start, measured again by the run.
     assert len(keys) - len(set(keys)) == 2, "a state was measured twice"
     assert len(records) > len(first), "the second run measured new states"
-    assert len(records) - len(first) <= 12
-    assert "read from the log" in stderr
+    assert len(records) - len(first) <= EXPLOIT_TRIALS
+    assert "read from the log" in run.stderr
     assert_best_is_correct(str(log_file), matmul_task())
+
+
+@tvm.testing.requires_llvm
+def test_two_processes_exploiting_into_one_log(tmp_path, origin_log):
+    """Two exploitations of different tasks append to the same log at the same time."""
+    script = tmp_path / "exploit.py"
+    script.write_text(EXPLOIT_SCRIPT.format(size=SIZE, trials=EXPLOIT_TRIALS))
+    log_file = tmp_path / "shared.json"
+    log_file.write_bytes(read_bytes(origin_log))
+    sizes = (SIZE, SIZE // 2)
+    other = matmul_task(sizes[1])
+    measured_log(log_file, other, tiled_state(other), options())
+    before = read_bytes(log_file)
+
+    runs = run_python_together([[script, log_file, size] for size in sizes])
+    for run in runs:
+        kill_processes(run.leftovers())
+        assert run.returncode == 0, run.stderr[-3000:]
+    exploited = [run.reported("exploited") for run in runs]
+
+    # Every line is a record TVM reads; each run's records are all there, once.
+    after = read_bytes(log_file)
+    assert after.startswith(before), "the log was only appended to"
+    records = list(auto_scheduler.load_records(str(log_file)))
+    assert len(records) == after.count(b"\n") == 2 + sum(exploited)
+    for size, count in zip(sizes, exploited):
+        task = matmul_task(size)
+        keys = [state_key(inp) for inp, _ in records if inp.task.workload_key == task.workload_key]
+        assert 1 <= len(keys) - 1 == count <= EXPLOIT_TRIALS and len(set(keys)) == len(keys)
+        assert_best_is_correct(str(log_file), task, size)
 
 
 # ------------------------------------------------------------------------ bad input
@@ -429,6 +422,7 @@ def assert_refused(log_file, match, call):
     assert (read_bytes(log_file) if os.path.exists(log_file) else None) == before
 
 
+@tvm.testing.requires_llvm
 def test_cut_last_record_is_refused_like_tvm_readers_do(origin_log, tmp_path):
     log_file = tmp_path / "cut.json"
     line = read_bytes(origin_log)
@@ -444,6 +438,7 @@ def test_cut_last_record_is_refused_like_tvm_readers_do(origin_log, tmp_path):
     )
 
 
+@tvm.testing.requires_llvm
 def test_log_without_final_newline_is_refused(origin_log, tmp_path):
     log_file = tmp_path / "unterminated.json"
     log_file.write_bytes(read_bytes(origin_log).rstrip(b"\n"))
@@ -464,6 +459,7 @@ def test_missing_log_is_refused(tmp_path):
     assert not os.path.exists(missing)
 
 
+@tvm.testing.requires_llvm
 @pytest.mark.parametrize("budget", [0, -3, 2.5, True])
 def test_bad_budgets_are_refused(origin_log, budget):
     task = matmul_task()
@@ -479,6 +475,7 @@ def test_bad_budgets_are_refused(origin_log, budget):
     )
 
 
+@tvm.testing.requires_llvm
 def test_records_of_another_workload_are_refused(origin_log):
     a = te.placeholder((32, 32), name="A")
     b = te.placeholder((32, 32), name="B")

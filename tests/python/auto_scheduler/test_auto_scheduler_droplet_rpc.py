@@ -20,59 +20,30 @@ A tracker and two RPC servers run on the loopback interface, as a tracker and
 its devices would on a network; the candidates are measured through
 ``auto_scheduler.RPCRunner``.
 """
-import os
-import platform
-import time
 
 import numpy as np
 import pytest
 
 import tvm
 import tvm.testing
-from tvm import auto_scheduler, rpc, te
+from tvm import auto_scheduler, te
 from tvm.auto_scheduler.droplet_log import state_key
 from tvm.auto_scheduler.measure import MeasureErrorNo
 from tvm.auto_scheduler.workload_registry import register_workload_tensors
-from tvm.rpc.tracker import Tracker
+from tvm.testing.tuning import LOOPBACK, loopback_devices
 
-LOOPBACK = "127.0.0.1"
 SIZE = 64
 
 
 def host_target():
-    return tvm.target.Target(f"llvm -mtriple={platform.machine()}-linux-gnu")
+    return tvm.target.Target("llvm")
 
 
-@pytest.fixture
-def devices():
+@pytest.fixture(name="devices")
+def fixture_devices():
     """A tracker with two servers under one key on the loopback interface, always shut down."""
-    key = f"droplet-ansor-test-{os.getpid()}"
-    tracker = Tracker(host=LOOPBACK, port=9190, port_end=9390, silent=True)
-    servers = []
-    try:
-        for _ in range(2):
-            servers.append(
-                rpc.Server(
-                    host=LOOPBACK,
-                    port=9390,
-                    port_end=9590,
-                    key=key,
-                    tracker_addr=(LOOPBACK, tracker.port),
-                    silent=True,
-                )
-            )
-        deadline = time.monotonic() + 60
-        while True:
-            summary = rpc.connect_tracker(LOOPBACK, tracker.port).summary()
-            if summary["queue_info"].get(key, {}).get("free", 0) == 2:
-                break
-            assert time.monotonic() < deadline, "the RPC servers did not register"
-            time.sleep(0.2)
-        yield key, tracker.port
-    finally:
-        for server in servers:
-            server.terminate()
-        tracker.terminate()
+    with loopback_devices("droplet-ansor-test", 2) as devices:
+        yield devices
 
 
 def matmul_task():
@@ -98,13 +69,20 @@ def naive_state(task):
     return state
 
 
+@tvm.testing.requires_llvm
 def test_exploit_through_rpc_tracker(tmp_path, devices):
-    key, port = devices
     task = matmul_task()
     tuning_options = auto_scheduler.TuningOptions(
         builder=auto_scheduler.LocalBuilder(timeout=60),
         runner=auto_scheduler.RPCRunner(
-            key, LOOPBACK, port, number=2, repeat=3, min_repeat_ms=10, timeout=60, n_parallel=2
+            devices.key,
+            LOOPBACK,
+            devices.port,
+            number=2,
+            repeat=3,
+            min_repeat_ms=10,
+            timeout=60,
+            n_parallel=2,
         ),
         verbose=0,
     )

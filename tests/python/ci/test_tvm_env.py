@@ -22,6 +22,10 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(REPO / "ci"))
+import tvm_env as environments  # pylint: disable=wrong-import-position
+import tvm_overlay  # pylint: disable=wrong-import-position
+
 LINE = os.environ.get("TVM_DROPLET_LINE", "modern")
 
 
@@ -77,3 +81,25 @@ def test_run_without_a_command():
     result = tvm_env("run", LINE)
     assert result.returncode == 2
     assert "run needs a command" in result.stderr
+
+
+def test_tests_a_flavor_moves_run_as_it_renders_them(tmp_path):
+    """The MetaSchedule tests exist once; the modern line runs their modern rendering."""
+    sources = sorted((REPO / "tests/python/meta_schedule").glob("test_*.py"))
+    assert sources
+    assert environments.pytest_paths("legacy").count(REPO / "tests/python/meta_schedule") == 1
+
+    paths = environments.pytest_paths("modern", rendered=tmp_path / "rendered")
+    folder = tmp_path / "rendered/tests/python/s_tir/meta_schedule"
+    assert folder in paths and REPO / "tests/python/meta_schedule" not in paths
+    assert sorted(path.name for path in folder.iterdir()) == [path.name for path in sources]
+    modern = tvm_overlay.Flavor("modern")
+    for source in sources:
+        rendered = (folder / source.name).read_bytes()
+        assert rendered == modern.render(source.relative_to(REPO).as_posix())
+        assert b"import tvm.s_tir.meta_schedule as ms" in rendered
+        assert b"tvm.meta_schedule" not in rendered.replace(b"tvm.s_tir.meta_schedule", b"")
+    # Rendered afresh: a file left from an earlier rendering does not survive.
+    (folder / "test_left_over.py").write_text("def test_left_over(): pass\n")
+    environments.pytest_paths("modern", rendered=tmp_path / "rendered")
+    assert not (folder / "test_left_over.py").exists()

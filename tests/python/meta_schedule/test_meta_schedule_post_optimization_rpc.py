@@ -21,9 +21,7 @@ its devices would on a network; the post-optimizer measures through
 ``meta_schedule.runner.RPCRunner``.
 """
 
-import os
 import sys
-import time
 
 import cloudpickle
 import numpy as np
@@ -32,19 +30,17 @@ import pytest
 import tvm
 import tvm.meta_schedule as ms
 import tvm.testing
-from tvm import rpc, te
+from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
 from tvm.meta_schedule.post_optimization.space import trace_key
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
-from tvm.rpc.tracker import Tracker
+from tvm.testing.tuning import LOOPBACK, loopback_devices
 
 # The builder's worker processes cannot import this test module by name: send
 # the build function defined here by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-# The host triple: some builds of TVM default to another one.
-TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
-LOOPBACK = "127.0.0.1"
+TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 SIZE = 64
 FAILED = 1e10
 
@@ -70,59 +66,11 @@ def builder():
 EVALUATOR = ms.runner.EvaluatorConfig(number=2, repeat=2, min_repeat_ms=0)
 
 
-class Devices:
-    """An RPC tracker and the servers registered with it under one key."""
-
-    def __init__(self, key, count):
-        self.key = key
-        self.tracker = Tracker(host=LOOPBACK, port=9190, port_end=9390, silent=True)
-        self.servers = []
-        try:
-            for _ in range(count):
-                self.servers.append(
-                    rpc.Server(
-                        host=LOOPBACK,
-                        port=9390,
-                        port_end=9590,
-                        key=key,
-                        tracker_addr=(LOOPBACK, self.tracker.port),
-                        silent=True,
-                    )
-                )
-            self.wait_until_free(count)
-        except BaseException:
-            self.terminate()
-            raise
-
-    @property
-    def port(self):
-        return self.tracker.port
-
-    def free(self):
-        """How many servers of the key the tracker can hand out now."""
-        summary = rpc.connect_tracker(LOOPBACK, self.port).summary()
-        return summary["queue_info"].get(self.key, {}).get("free", 0)
-
-    def wait_until_free(self, count, timeout=60):
-        deadline = time.monotonic() + timeout
-        while self.free() != count:
-            assert time.monotonic() < deadline, f"{count} RPC servers did not register"
-            time.sleep(0.2)
-
-    def terminate(self):
-        for server in self.servers:
-            server.terminate()
-        self.tracker.terminate()
-
-
 @pytest.fixture(name="devices")
 def fixture_devices():
     """A tracker with two servers on the loopback interface, always shut down."""
-    started = Devices(f"post-optimization-test-{os.getpid()}", 2)
-    try:
-        yield started
-    finally:
-        started.terminate()
+    with loopback_devices("post-optimization-test", 2) as devices:
+        yield devices
 
 
 def rpc_runner(devices):
@@ -155,6 +103,7 @@ def check_matches_numpy(mod):
     tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
 
 
+@tvm.testing.requires_llvm
 def test_post_optimize_through_rpc_tracker(devices):
     # The start: a schedule of the default design space, measured on the devices.
     context = ms.TuneContext(
@@ -191,7 +140,8 @@ def test_post_optimize_through_rpc_tracker(devices):
         assert len(values) == EVALUATOR.repeat and 0 < min(values) and max(values) < FAILED
     best = database.query_schedule(matmul(), TARGET, "main")
     check_matches_numpy(best.mod)
-    assert devices.free() == 2, "every device was handed back to the tracker"
+    # The runner hands its sessions back asynchronously: wait for them, with a deadline.
+    devices.wait_until_free(2)
 
     # The records are those of local measurement: measuring locally, the same
     # call goes on from them and measures only new programs.

@@ -26,8 +26,7 @@ from tvm.driver.tvmc.main import _main as tvmc_main
 from tvm.driver.tvmc.shape_parser import parse_shape_string
 from tvm.testing import onnx_networks
 
-# The legacy build's LLVM defaults to riscv64: name the host triple.
-TARGET = "llvm -mtriple=x86_64-linux-gnu"
+TARGET = "llvm"
 
 
 def write_dense_model(path, batch=1, units=16, features=32):
@@ -63,6 +62,7 @@ def run_package(tmp_path, package, inputs):
     return np.load(outputs_file)["output_0"]
 
 
+@tvm.testing.requires_llvm
 def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
     model = tmp_path / "dense.relay"
     input_shapes = write_dense_model(model)
@@ -97,6 +97,7 @@ def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
     tvm.testing.assert_allclose(output, data @ weight.T, rtol=1e-5)
 
 
+@tvm.testing.requires_llvm
 def test_tvmc_tune_droplet_onnx_network(tmp_path):
     """Two trials per task of a reduced ResNet-18 in ONNX, then `tvmc compile` with those records."""
     spec = onnx_networks.reduced("resnet18")
