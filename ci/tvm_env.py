@@ -128,7 +128,7 @@ def venv_root() -> Path:
 
 def line_spec(line: str) -> dict:
     lines = tvm_overlay.load_lines()
-    known = [name for name in lines if name not in ("flavors", "benchmarks")]
+    known = [name for name in lines if name not in ("flavors", "benchmarks", "lint")]
     if line not in known:
         raise EnvError(f"unknown line {line!r}; ci/lines.toml defines: {', '.join(known)}")
     return lines[line]
