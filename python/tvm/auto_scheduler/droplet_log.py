@@ -144,7 +144,9 @@ class TaskRecords:
             costs = costs_of(record[1])
             if previous is not None:
                 previous_costs = costs_of(previous[1])
-                if previous_costs is not None and (costs is None or mean(previous_costs) <= mean(costs)):
+                if previous_costs is not None and (
+                    costs is None or mean(previous_costs) <= mean(costs)
+                ):
                     continue
             chosen[key] = record
         return chosen
@@ -166,6 +168,9 @@ def best_cost_of_workload(records: List[Record], workload_key: str) -> float:
     :class:`~tvm.auto_scheduler.ApplyHistoryBest` compares the records of a
     workload across the targets that share a target key (e.g. ``cpu``).
     """
-    costs = [costs_of(result) for measure_input, result in records
-             if measure_input.task.workload_key == workload_key]
+    costs = [
+        costs_of(result)
+        for measure_input, result in records
+        if measure_input.task.workload_key == workload_key
+    ]
     return min((mean(value) for value in costs if value is not None), default=float("inf"))

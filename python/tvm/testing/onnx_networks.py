@@ -110,7 +110,9 @@ def reduced(name: str, seed: int = 0) -> NetworkSpec:
     groups.
     """
     _check_name(name)
-    return NetworkSpec(name, image_size=32, stages=1 if name == "resnet18" else 2, num_classes=10, seed=seed)
+    return NetworkSpec(
+        name, image_size=32, stages=1 if name == "resnet18" else 2, num_classes=10, seed=seed
+    )
 
 
 def _check_name(name: str) -> None:
@@ -141,14 +143,18 @@ class _GraphBuilder:
         self.initializers.append(numpy_helper.from_array(value, name))
         return name
 
-    def node(self, op_type: str, inputs: Sequence[str], output: Optional[str] = None, **attributes) -> str:
+    def node(
+        self, op_type: str, inputs: Sequence[str], output: Optional[str] = None, **attributes
+    ) -> str:
         output = output or self._name(op_type.lower())
         self.nodes.append(
             self.helper.make_node(op_type, list(inputs), [output], name=output, **attributes)
         )
         return output
 
-    def conv(self, data: str, channels: int, filters: int, kernel: int, stride: int = 1, group: int = 1) -> str:
+    def conv(
+        self, data: str, channels: int, filters: int, kernel: int, stride: int = 1, group: int = 1
+    ) -> str:
         """A convolution with a folded batch normalization: He-initialized weight, small bias."""
         fan_in = channels // group * kernel * kernel
         weight = self.rng.standard_normal((filters, channels // group, kernel, kernel))
@@ -172,7 +178,9 @@ class _GraphBuilder:
     def classifier(self, data: str, channels: int, classes: int) -> str:
         pooled = self.node("GlobalAveragePool", [data])
         flat = self.node("Flatten", [pooled], axis=1)
-        weight = (self.rng.standard_normal((classes, channels)) / np.sqrt(channels)).astype("float32")
+        weight = (self.rng.standard_normal((classes, channels)) / np.sqrt(channels)).astype(
+            "float32"
+        )
         bias = (0.01 * self.rng.standard_normal(classes)).astype("float32")
         return self.node(
             "Gemm",
@@ -328,7 +336,9 @@ def layers(model) -> List[Layer]:
 
     inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     shapes = {}
-    for info in list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output):
+    for info in (
+        list(inferred.graph.input) + list(inferred.graph.value_info) + list(inferred.graph.output)
+    ):
         shapes[info.name] = tuple(dim.dim_value for dim in info.type.tensor_type.shape.dim)
     for tensor in inferred.graph.initializer:
         shapes[tensor.name] = tuple(tensor.dims)

@@ -81,7 +81,9 @@ class KnobGeometry:
         self.space = space
         self.knobs: List[_Knob] = []
         for name, subspace in space.space_map.items():
-            split = isinstance(subspace, SplitSpace) and subspace.num_output > 2 and len(subspace) > 1
+            split = (
+                isinstance(subspace, SplitSpace) and subspace.num_output > 2 and len(subspace) > 1
+            )
             self.knobs.append(_Knob(name, subspace, factors and split))
         self.dims: Point = tuple(size for knob in self.knobs for size in knob.dims)
 
@@ -127,6 +129,4 @@ class KnobGeometry:
 
     def describe(self) -> str:
         """The knobs and their dimensions, for messages."""
-        return ", ".join(
-            "%s (%d values)" % (knob.name, knob.size) for knob in self.knobs
-        )
+        return ", ".join("%s (%d values)" % (knob.name, knob.size) for knob in self.knobs)

@@ -217,7 +217,6 @@ class DropletTuner(Tuner):
             )
         return self.geometry.point_of_knobs(start)
 
-
     # ------------------------------------------------------------- tuning
     @property
     def visited(self) -> Set[int]:
@@ -262,7 +261,9 @@ class DropletTuner(Tuner):
         self.successor = XGBTuner(self.task, feature_type="knob", plan_size=32)
         inputs, results = [], []
         for point, costs in self.search.history.items():
-            inputs.append(MeasureInput(self.task.target, self.task, self.space.get(self._index(point))))
+            inputs.append(
+                MeasureInput(self.task.target, self.task, self.space.get(self._index(point)))
+            )
             if costs:
                 results.append(MeasureResult(costs, MeasureErrorNo.NO_ERROR, 0.0, 0.0))
             else:
@@ -302,8 +303,8 @@ class DropletTuner(Tuner):
             if point is None:
                 LOGGER.debug("DropletTuner ignores config %d: it did not propose it", index)
                 continue
-            ok = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
-            self.search.tell(point, [float(cost) for cost in res.costs] if ok else None)
+            succeeded = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
+            self.search.tell(point, [float(cost) for cost in res.costs] if succeeded else None)
 
     def has_next(self):
         if self.successor is not None:

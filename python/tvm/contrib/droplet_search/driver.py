@@ -29,7 +29,9 @@ from typing import Callable, Dict, Hashable, List, Optional, Sequence
 from .neighbourhood import Point
 from .search import Costs, DropletSearch
 
-Evaluate = Callable[[List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]]
+Evaluate = Callable[
+    [List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]
+]
 """Builds and runs points, checks and records them: ``evaluate(points, contends)``.
 
 It returns the costs of each point in order (None for a failure).  A point
@@ -60,7 +62,9 @@ class BatchDriver:
         identify: Optional[Callable[[Point], Hashable]] = None,
     ):
         if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
+            raise ValueError(
+                f"batch_size must be a positive number of programs, got {batch_size!r}"
+            )
         self.search = search
         self.batch_size = batch_size
         self._identify = identify or (lambda point: point)
@@ -68,7 +72,9 @@ class BatchDriver:
         self.measured = 0
         self.duplicates = 0
 
-    def observe(self, point: Sequence[int], costs: Optional[Sequence[float]], *, remeasure: bool = False) -> None:
+    def observe(
+        self, point: Sequence[int], costs: Optional[Sequence[float]], *, remeasure: bool = False
+    ) -> None:
         """Record a point measured before (see :meth:`DropletSearch.observe`).
 
         Its program is known from then on: a point reaching the same program is
@@ -94,7 +100,9 @@ class BatchDriver:
                 raise RuntimeError("the search neither finished nor proposed a point")
             results = list(evaluate(fresh, search.contends))
             if len(results) != len(fresh):
-                raise RuntimeError(f"evaluate returned {len(results)} results for {len(fresh)} points")
+                raise RuntimeError(
+                    f"evaluate returned {len(results)} results for {len(fresh)} points"
+                )
             self.measured += len(fresh)
             for point, costs in zip(fresh, results):
                 key = self._identify(point)

@@ -173,10 +173,14 @@ class Walk:
             for first, (gain_a, axis_a, sign_a) in enumerate(measured):
                 for gain_b, axis_b, sign_b in measured[first + 1 :]:
                     if axis_a != axis_b:
-                        point = combined(self.centre, [(axis_a, sign_a * radius), (axis_b, sign_b * radius)])
+                        point = combined(
+                            self.centre, [(axis_a, sign_a * radius), (axis_b, sign_b * radius)]
+                        )
                         scored.append((gain_a + gain_b, point))
             scored.sort(key=lambda item: -item[0])
-            quota = 2 * len(self.dims) - sum(1 for point in self.paired if _radius(self.centre, point) == radius)
+            quota = 2 * len(self.dims) - sum(
+                1 for point in self.paired if _radius(self.centre, point) == radius
+            )
             for _, point in scored:
                 if quota <= 0:
                     break

@@ -80,8 +80,9 @@ def output_difference(
                 np.argmax(np.abs(output.astype("float64") - expected.astype("float64"))),
                 output.shape,
             )
+            where = tuple(int(i) for i in worst)
             return (
                 f"{int(wrong.sum())} of {wrong.size} values of output {index} differ "
-                f"(at {tuple(int(i) for i in worst)}: {output[worst]!r}, expected {expected[worst]!r})"
+                f"(at {where}: {output[worst]!r}, expected {expected[worst]!r})"
             )
     return None

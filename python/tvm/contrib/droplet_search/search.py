@@ -53,7 +53,6 @@ Costs = Tuple[float, ...]
 _LOGGER = logging.getLogger("droplet_search")
 
 
-
 class DropletSearch:
     """Droplet Search over the integer box ``prod(range(size) for size in dims)``.
 
@@ -170,7 +169,9 @@ class DropletSearch:
 
         None while no centre was measured successfully.
         """
-        measured = [(point, self._history[point]) for point in self._centres if self._history.get(point)]
+        measured = [
+            (point, self._history[point]) for point in self._centres if self._history.get(point)
+        ]
         if not measured:
             return None
         return min(measured, key=lambda item: mean(item[1]))
@@ -265,12 +266,18 @@ class DropletSearch:
                     return None  # the round must be decided before the search converges
                 self._converge()
                 continue
-            if point not in self._history and point not in self._outstanding and self.is_valid(point):
+            if (
+                point not in self._history
+                and point not in self._outstanding
+                and self.is_valid(point)
+            ):
                 return point
             self._lookahead = None
         return None
 
-    def tell(self, point: Sequence[int], costs: Optional[Sequence[float]], *, counted: bool = True) -> None:
+    def tell(
+        self, point: Sequence[int], costs: Optional[Sequence[float]], *, counted: bool = True
+    ) -> None:
         """Report the costs of a point returned by :meth:`ask`.
 
         Parameters
@@ -400,9 +407,11 @@ class DropletSearch:
             if gain > 0:
                 improving.append((gain, step))
                 self._scores.reward((step[0], 1 if step[1] > 0 else -1), gain)
-        if not self._warned_single and any(
-            len(self._history[point]) < 2 for point in successes
-        ) and len(incumbent) > 0:
+        if (
+            not self._warned_single
+            and any(len(self._history[point]) < 2 for point in successes)
+            and len(incumbent) > 0
+        ):
             self._warned_single = True
             self.logger.warning(
                 "Droplet search: costs with a single value (a runner measuring once), so a "
@@ -411,7 +420,11 @@ class DropletSearch:
                 self.pvalue,
             )
         accepted = next(
-            (point for point in successes if is_faster(self._history[point], incumbent, self.pvalue)),
+            (
+                point
+                for point in successes
+                if is_faster(self._history[point], incumbent, self.pvalue)
+            ),
             None,
         )
         steps = [step for _, step in sorted(improving, reverse=True)]

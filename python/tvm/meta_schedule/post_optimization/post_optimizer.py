@@ -181,7 +181,9 @@ def post_optimize(
             f"post-optimization needs a positive number of trials per workload, got {trials!r}"
         )
     if batch_size is not None and (
-        isinstance(batch_size, bool) or not isinstance(batch_size, numbers.Integral) or batch_size < 1
+        isinstance(batch_size, bool)
+        or not isinstance(batch_size, numbers.Integral)
+        or batch_size < 1
     ):
         raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
     if isinstance(pvalue, bool) or not isinstance(pvalue, numbers.Real) or not 0 < pvalue <= 1:
@@ -195,7 +197,9 @@ def post_optimize(
         try:
             journal = Journal(database, job.workload, job.target)
             searches.append(
-                WorkloadSearch(job, journal, pvalue=pvalue, budget=int(trials), batch_size=batch_size)
+                WorkloadSearch(
+                    job, journal, pvalue=pvalue, budget=int(trials), batch_size=batch_size
+                )
             )
         except ValueError as error:
             if not skip_unusable:
@@ -206,7 +210,9 @@ def post_optimize(
     return [_post_optimize_one(search, builder, runner) for search in searches]
 
 
-def _post_optimize_one(search: WorkloadSearch, builder: Builder, runner: Runner) -> PostOptimizationResult:
+def _post_optimize_one(
+    search: WorkloadSearch, builder: Builder, runner: Runner
+) -> PostOptimizationResult:
     """Run one workload's search; its measurements are committed as it goes."""
     job = search.job
     logged = mean_run_secs(job.record)

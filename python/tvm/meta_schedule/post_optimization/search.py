@@ -134,7 +134,9 @@ class WorkloadSearch:
         """The driver's callback: build, run, check and commit a batch of points."""
 
         def evaluate(points: List[Point], contends) -> List[Optional[Tuple[float, ...]]]:
-            schedules = [self._schedules.pop(point, None) or self.space.schedule(point) for point in points]
+            schedules = [
+                self._schedules.pop(point, None) or self.space.schedule(point) for point in points
+            ]
             measurements = measure_schedules(
                 schedules,
                 self.job.target,
@@ -148,7 +150,9 @@ class WorkloadSearch:
 
         return evaluate
 
-    def _check_outputs(self, points: Sequence[Point], measurements: List[Measurement], contends) -> None:
+    def _check_outputs(
+        self, points: Sequence[Point], measurements: List[Measurement], contends
+    ) -> None:
         """Check, fastest first, the candidates that could become the best record or centre."""
         timed = sorted(
             (mean(seconds(m.run_secs)), position)
@@ -161,7 +165,9 @@ class WorkloadSearch:
                 continue
             reason = self.check.mismatch(measurements[position].artifact_path)
             if reason is None:
-                self.best_valid_secs = secs if self.best_valid_secs is None else min(secs, self.best_valid_secs)
+                self.best_valid_secs = (
+                    secs if self.best_valid_secs is None else min(secs, self.best_valid_secs)
+                )
                 continue
             measurements[position].fail(f"wrong result: {reason}")
             self.wrong_results += 1

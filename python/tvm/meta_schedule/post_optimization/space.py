@@ -276,7 +276,7 @@ class TraceSpace:
             if extent % inner != 0:
                 return None
             max_innermost_factor = _as_int(self.instructions[position].attrs[1])
-            if max_innermost_factor > 0 and factors[-1] > max_innermost_factor:
+            if 0 < max_innermost_factor < factors[-1]:
                 return None
             factors[0] = extent // inner
             decisions[position] = tuple(factors)
