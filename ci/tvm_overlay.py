@@ -24,13 +24,20 @@ order).  Each entry names:
 - ``flavors``: the API flavors it applies to (``legacy``: TVM v0.19.0 and the
   hhb-tvm 0.16 build; ``modern``: TVM v0.27.0 and apache-tvm 0.27);
 - ``files``: project files, by their path in this repository, copied into the
-  tree (added, or replacing TVM's file of the same path);
+  tree (added, or replacing TVM's file of the same path); an entry is a path, or
+  a table ``{ path = "...", flavors = [...], rewrite = [[PATTERN, TEXT], ...] }``:
+  ``flavors`` for a file only some of the patch's flavors get, ``rewrite`` for a
+  file that a later patch of the series lists again whole (each regular
+  expression must match exactly once and is replaced by its text: how one
+  file grows over several patches);
 - ``remove``: TVM files (paths in the target tree) the patch deletes;
 - ``[[edits]]``: small anchored insertions into TVM's own files: ``file``,
   one of ``after`` / ``before`` / ``replace`` (a regular expression that must
   match exactly once) or ``append = true``, the ``text`` to insert, optional
   ``unless`` (a regular expression: skip the edit when the file already
-  matches it) and optional ``flavors``.
+  matches it) and optional ``flavors``.  An edit may also change a file the
+  same patch adds: it then applies to the file as the flavor renders it (how a
+  flavor's own lines get into one of the project's files).
 
 A *flavor* (``ci/lines.toml``, ``[flavors.NAME]``) maps repository paths to
 tree paths by prefix, and rewrites the text of the files it moved.
@@ -46,7 +53,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -84,6 +91,14 @@ class Patch:
     files: List[str]
     remove: List[str] = field(default_factory=list)
     edits: List[Edit] = field(default_factory=list)
+    # The flavors of the files listed for some flavors only (by default: all of the patch's).
+    file_flavors: Dict[str, List[str]] = field(default_factory=dict)
+    # How this patch's version of a file differs from the repository's: (pattern, text) pairs.
+    file_rewrites: Dict[str, List[Tuple[str, str]]] = field(default_factory=dict)
+
+    def files_for(self, flavor: str) -> List[str]:
+        """The files of this patch a tree of ``flavor`` gets."""
+        return [name for name in self.files if flavor in self.file_flavors.get(name, [flavor])]
 
 
 def load_lines(repo: Path = REPO) -> dict:
@@ -120,14 +135,26 @@ def load_series(repo: Path = REPO, flavor: Optional[str] = None) -> List[Patch]:
                         flavors=raw.get("flavors"),
                     )
                 )
+            files, file_flavors, file_rewrites = [], {}, {}
+            for entry in spec.get("files", []):
+                if isinstance(entry, dict):
+                    files.append(entry["path"])
+                    if "flavors" in entry:
+                        file_flavors[entry["path"]] = list(entry["flavors"])
+                    if "rewrite" in entry:
+                        file_rewrites[entry["path"]] = [tuple(pair) for pair in entry["rewrite"]]
+                else:
+                    files.append(entry)
             patch = Patch(
                 name=path.stem,
                 subject=spec["subject"],
                 body=spec["body"].strip() + "\n",
                 flavors=list(spec["flavors"]),
-                files=list(spec.get("files", [])),
+                files=files,
                 remove=list(spec.get("remove", [])),
                 edits=edits,
+                file_flavors=file_flavors,
+                file_rewrites=file_rewrites,
             )
         except KeyError as err:
             raise OverlayError(f"{path}: missing key {err}") from err
@@ -200,6 +227,21 @@ def apply_edit(text: str, edit: Edit, where: str) -> str:
     return text[: match.start()] + edit.text + text[match.end() :]
 
 
+def rewritten(data: bytes, rewrites: List[Tuple[str, str]], where: str) -> bytes:
+    """``data`` with each ``(pattern, text)`` rewrite applied; each pattern must match once."""
+    if not rewrites:
+        return data
+    text = data.decode("utf-8")
+    for pattern, replacement in rewrites:
+        matches = list(re.finditer(pattern, text, re.MULTILINE))
+        if len(matches) != 1:
+            raise OverlayError(
+                f"{where}: the rewrite {pattern!r} matches {len(matches)} times (needs exactly 1)"
+            )
+        text = text[: matches[0].start()] + replacement + text[matches[0].end() :]
+    return text.encode("utf-8")
+
+
 def apply_patch(
     root: Path,
     patch: Patch,
@@ -230,11 +272,13 @@ def apply_patch(
     """
     changed = []
     touch = touch or (lambda path: None)
-    planned = []
-    for name in patch.files:
+    planned: Dict[Path, bytes] = {}
+    for name in patch.files_for(flavor.name):
         target = tree_location(root, flavor.map_path(name), layout)
         if target is not None:
-            planned.append((target, flavor.render(name)))
+            planned[target] = rewritten(
+                flavor.render(name), patch.file_rewrites.get(name, []), f"{patch.name}: {name}"
+            )
     edited: Dict[Path, str] = {}
     for edit in patch.edits:
         if edit.flavors is not None and flavor.name not in edit.flavors:
@@ -242,7 +286,10 @@ def apply_patch(
         target = tree_location(root, flavor.map_path(edit.file), layout)
         if target is None:
             continue
-        if target not in edited:
+        if target in planned:
+            if target not in edited:
+                edited[target] = planned.pop(target).decode("utf-8")
+        elif target not in edited:
             if not target.is_file():
                 raise OverlayError(
                     f"{patch.name}: edits {edit.file}, which this TVM tree does not have ({target})"
@@ -256,7 +303,7 @@ def apply_patch(
             removals.append(target)
     # Everything is computed before anything is written: a series that does not
     # fit raises above and leaves the tree as it was.
-    for target, data in planned:
+    for target, data in planned.items():
         touch(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)

@@ -132,6 +132,64 @@ def test_unknown_flavor(project):
         tvm_overlay.Flavor("ancient", project)
 
 
+GROWING = r'''
+subject = "[Contrib] Engine, first part"
+body = "The engine without its later part."
+flavors = ["legacy", "modern"]
+files = [
+    { path = "python/tvm/contrib/engine.py", rewrite = [["^LATER = .*\\n", ""]] },
+    { path = "python/tvm/contrib/legacy_only.py", flavors = ["legacy"] },
+]
+
+[[edits]]
+file = "python/tvm/contrib/engine.py"
+flavors = ["modern"]
+after = "^ENGINE = .*\\n"
+text = "MODERN = True\n"
+'''
+
+GROWN = r'''
+subject = "[Contrib] Engine, second part"
+body = "The engine whole."
+flavors = ["legacy", "modern"]
+files = ["python/tvm/contrib/engine.py"]
+'''
+
+
+def test_file_grows_over_patches_and_flavors_get_their_own_lines(project, tmp_path):
+    """A file listed again by a later patch, a file for one flavor, an edit of a laid file."""
+    write(project / "python/tvm/contrib/engine.py", "ENGINE = 1\nLATER = 2\n")
+    write(project / "python/tvm/contrib/legacy_only.py", "OLD = 1\n")
+    write(project / "ci/series/02-growing.toml", GROWING)
+    write(project / "ci/series/03-grown.toml", GROWN)
+    patches = tvm_overlay.load_series(project)
+    assert patches[1].files_for("modern") == ["python/tvm/contrib/engine.py"]
+    for flavor in ("legacy", "modern"):
+        tree = make_tree(tmp_path / flavor, modern=flavor == "modern")
+        engine = tree / "python/tvm/contrib/engine.py"
+        seen = []
+        tvm_overlay.apply_series(
+            tree,
+            flavor,
+            "source",
+            on_patch=lambda patch, _changed: seen.append(engine.read_text()),
+            repo=project,
+        )
+        first = "ENGINE = 1\nMODERN = True\n" if flavor == "modern" else "ENGINE = 1\n"
+        assert seen[1] == first
+        assert seen[2] == "ENGINE = 1\nLATER = 2\n"
+        assert (tree / "python/tvm/contrib/legacy_only.py").exists() == (flavor == "legacy")
+
+
+def test_rewrite_that_does_not_match_is_reported(project, tmp_path):
+    write(project / "python/tvm/contrib/engine.py", "ENGINE = 1\n")
+    write(project / "python/tvm/contrib/legacy_only.py", "OLD = 1\n")
+    write(project / "ci/series/02-growing.toml", GROWING)
+    tree = make_tree(tmp_path / "tvm", modern=False)
+    with pytest.raises(tvm_overlay.OverlayError, match="rewrite .* matches 0 times"):
+        tvm_overlay.apply_series(tree, "legacy", "source", repo=project)
+
+
 def test_installed_overlay_reapplies_and_restores(project, tmp_path):
     site = tmp_path / "site-packages"
     original_init = "from .tune import tune\n"
