@@ -31,25 +31,16 @@ from tvm import relax
 from tvm.meta_schedule import relax_integration
 from tvm.meta_schedule.builder.local_builder import default_build, default_export
 from tvm.meta_schedule.post_optimization import post_optimize
+from tvm.meta_schedule.utils import derived_object
 from tvm.testing import onnx_networks
 
 onnx = pytest.importorskip("onnx")
 onnxruntime = pytest.importorskip("onnxruntime")
 from tvm.relax.frontend.onnx import from_onnx  # pylint: disable=wrong-import-position
 
-# Where this lives differs between TVM versions.
-try:
-    from tvm.ir.utils import derived_object
-except ImportError:
-    from tvm.meta_schedule.utils import derived_object
-
-# The host triple: some builds of TVM default to another one.
-TARGET = tvm.target.Target({"kind": "llvm", "mtriple": "x86_64-linux-gnu", "num-cores": 2})
+TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 TUNING_TRIALS = 1
 POST_TRIALS = 3
-# Newer TVM builds with tvm.compile and holds data in tvm.runtime.tensor.
-build = getattr(tvm, "compile", None) or relax.build
-device_array = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
 
 
 @derived_object
@@ -127,9 +118,9 @@ def test_tune_relax_post_optimizes_every_workload(tuned):
 
     with TARGET, reloaded, tvm.transform.PassContext(opt_level=3):
         scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(mod)
-    machine = relax.VirtualMachine(build(scheduled, target=TARGET), tvm.cpu())
+    machine = relax.VirtualMachine(relax.build(scheduled, target=TARGET), tvm.cpu())
     inputs = onnx_networks.random_input(spec)
-    output = machine["main"](device_array(inputs[onnx_networks.INPUT_NAME], tvm.cpu())).numpy()
+    output = machine["main"](tvm.nd.array(inputs[onnx_networks.INPUT_NAME], tvm.cpu())).numpy()
     model = onnx_networks.make_model(spec)
     session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     reference = session.run(None, inputs)[0]

@@ -32,7 +32,7 @@ import tvm.meta_schedule as ms
 import tvm.testing
 from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
-from tvm.meta_schedule.post_optimization.space import trace_key
+from tvm.meta_schedule.post_optimization.trace_space import trace_key
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
 from tvm.testing.tuning import LOOPBACK, loopback_devices
 
@@ -92,13 +92,12 @@ def seconds(run_secs):
 
 def check_matches_numpy(mod):
     """Build ``mod`` (a scheduled matmul), run it and compare with numpy."""
-    tensor = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
     lib = plain_build(mod, TARGET)
     dev = tvm.cpu()
     a_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
     b_np = np.random.uniform(size=(SIZE, SIZE)).astype("float32")
-    a, b = tensor(a_np, dev), tensor(b_np, dev)
-    c = tensor(np.zeros((SIZE, SIZE), "float32"), dev)
+    a, b = tvm.nd.array(a_np, dev), tvm.nd.array(b_np, dev)
+    c = tvm.nd.array(np.zeros((SIZE, SIZE), "float32"), dev)
     lib[lib.entry_name](a, b, c)
     tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-4, atol=1e-4)
 

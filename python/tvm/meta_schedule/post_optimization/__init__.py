@@ -16,22 +16,21 @@
 # under the License.
 """Post-optimization of tuning records with Droplet Search.
 
-``post_optimize(database, trials, ...)`` exploits the best record of each
-workload of a database by coordinate descent over its trace's decisions,
-committing every measurement to the database (and resuming from it when run
-again); ``PostOpt(work_dir, target, trials).run()`` does the same for the JSON
-database of a tuning work directory.  ``tune_tir``,
-``tune_tasks`` and ``tune_relax`` take a ``post_optimization`` budget.
-"""
+:class:`TraceSpace` is the search space of a tuning record: the decisions of
+its trace (tile sizes, categorical choices, code generation annotations) as a
+box of integer points.
 
+:func:`post_optimize` exploits the best record of each workload of a database
+by Droplet Search over that space, committing every measurement to the
+database and resuming from it when run again.  ``tune_tir``, ``tune_tasks``
+and ``tune_relax`` take a ``post_optimization`` budget.
+"""
 from .defaults import (
     DEFAULT_TRIALS,
     PostOptimizationBudget,
     default_builder,
     default_runner,
     post_optimization_trials,
-    preload_builder_worker,
 )
-from .post_opt import PostOpt
 from .post_optimizer import PostOptimizationResult, post_optimize
-from .space import TraceSpace
+from .trace_space import TraceSpace

@@ -16,14 +16,11 @@
 # under the License.
 """Defaults of the post-optimizer: trial budget, builder and runner."""
 
-import importlib
-import importlib.util
 import numbers
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 from ..builder import Builder, LocalBuilder
 from ..runner import EvaluatorConfig, LocalRunner, Runner
-from ..utils import cpu_count
 
 PostOptimizationBudget = Union[bool, int, None]
 """The ``post_optimization`` argument of the tuning functions: on/off or trials per workload."""
@@ -37,60 +34,16 @@ BUILD_TIMEOUT_SEC = 120.0
 RUN_TIMEOUT_SEC = 60.0
 """Seconds a worker may spend running one candidate."""
 
-# Modules TVM's default build function imports inside every builder worker.
-# Newer TVM imports its tensor intrinsics there (12-14 s of CPU per fresh worker
-# on a small machine, and LocalBuilder starts fresh workers for every batch).
-_BUILD_WORKER_IMPORTS = ("tvm.s_tir.tensor_intrin",)
-
-
-def _module_exists(name: str) -> bool:
-    parent = name.rpartition(".")[0]
-    try:
-        return importlib.util.find_spec(parent) is not None and (
-            importlib.util.find_spec(name) is not None
-        )
-    except ImportError:
-        return False
-
-
-def _build_worker_imports() -> List[str]:
-    """The modules of :data:`_BUILD_WORKER_IMPORTS` this TVM has."""
-    return [name for name in _BUILD_WORKER_IMPORTS if _module_exists(name)]
-
-
-def preload_builder_worker() -> None:
-    """Import, once per builder worker, what every build of this TVM imports.
-
-    Used as the ``initializer`` of :func:`default_builder`'s worker pool: the
-    initializer runs before the first build and outside its timeout, so the
-    import no longer counts against (and overruns) each build's time limit.
-    """
-    for name in _build_worker_imports():
-        importlib.import_module(name)
-
 
 def default_builder(max_workers: Optional[int] = None) -> Builder:
-    """A LocalBuilder that works on small machines.
-
-    A generous timeout, and a pool initializer that pre-imports what every
-    build needs (see :func:`preload_builder_worker`).
+    """A LocalBuilder with a generous build timeout, for small or loaded machines.
 
     Parameters
     ----------
     max_workers : Optional[int]
-        The number of build processes.  By default one per logical CPU, except
-        where each fresh worker must first import heavy modules (newer TVM:
-        12-14 s of CPU for the tensor intrinsics, while a candidate builds in
-        well under a second): LocalBuilder starts fresh workers for every
-        batch, so there one worker finishes a batch first.
+        The number of build processes; one per logical CPU by default.
     """
-    if max_workers is None:
-        max_workers = 1 if _build_worker_imports() else cpu_count(logical=True)
-    return LocalBuilder(
-        max_workers=max_workers,
-        timeout_sec=BUILD_TIMEOUT_SEC,
-        initializer=preload_builder_worker,
-    )
+    return LocalBuilder(max_workers=max_workers, timeout_sec=BUILD_TIMEOUT_SEC)
 
 
 def default_runner() -> Runner:

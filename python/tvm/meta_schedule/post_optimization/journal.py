@@ -26,7 +26,6 @@ Nothing is ever removed or rewritten: records are only appended through
 ``commit_tuning_record``.
 """
 
-import logging
 from typing import List, Optional, Sequence
 
 from tvm.contrib.droplet_search.journal import check_json_lines
@@ -35,10 +34,11 @@ from tvm.tir.schedule import Schedule
 
 from ..arg_info import ArgInfo
 from ..database import Database, TuningRecord, Workload
+from ..logging import get_logger
 from .programs import structural_equal
 from .workloads import FAILED_RUN_SECS, same_target
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 
 class Journal:

@@ -16,7 +16,6 @@
 # under the License.
 """Measure candidate schedules through the user's builder and runner."""
 
-import logging
 from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence
 
@@ -26,10 +25,11 @@ from tvm.tir.schedule import Schedule
 
 from ..arg_info import ArgInfo
 from ..builder import Builder, BuilderInput
+from ..logging import get_logger
 from ..runner import Runner, RunnerInput
 from ..utils import remove_build_dir
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 
 def runner_device_type(target: Target) -> str:

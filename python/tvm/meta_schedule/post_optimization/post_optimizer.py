@@ -28,7 +28,6 @@ commits every measurement to the database with ``Database.commit_tuning_record``
 (the database is the search's journal, see :mod:`.journal`).
 """
 
-import logging
 import numbers
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
@@ -39,15 +38,16 @@ from tvm.target import Target
 
 from ..builder import Builder
 from ..database import Database, Workload
+from ..logging import get_logger
 from ..runner import Runner
 from ..tune_context import TuneContext
 from .defaults import resolve_builder, resolve_runner
 from .journal import Journal, check_appendable, database_files
 from .search import WorkloadSearch
-from .space import trace_key
+from .trace_space import trace_key
 from .workloads import collect_jobs, mean_run_secs
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 
 @dataclass

@@ -18,12 +18,7 @@
 from typing import Optional, Tuple
 
 from tvm.ir import IRModule
-
-# Structural equality moved from tvm.ir to the tvm-ffi package in newer TVM.
-try:
-    from tvm_ffi import structural_equal, structural_hash
-except ImportError:
-    from tvm.ir import structural_equal, structural_hash
+from tvm.ir import structural_equal, structural_hash
 
 
 def seconds(run_secs: Optional[list]) -> Tuple[float, ...]:

@@ -24,15 +24,16 @@ from tvm.tir.schedule import Schedule
 
 from ..builder import Builder
 from ..database import TuningRecord
+from ..logging import get_logger
 from ..runner import Runner
 from .journal import Journal
 from .measure import Measurement, measure_schedules
 from .programs import ProgramKey, seconds
-from .space import Point, TraceSpace
+from .trace_space import Point, TraceSpace
 from .verification import OutputCheck
 from .workloads import PostOptimizationJob, mean_run_secs
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 
 class _WorkloadLogger(logging.LoggerAdapter):

@@ -30,7 +30,6 @@ or a device this machine lacks), the check is switched off with one log
 message and candidates are accepted on their run times alone.
 """
 
-import logging
 from typing import List, Optional
 
 import numpy as np
@@ -44,18 +43,18 @@ from tvm.tir.schedule import Schedule
 
 from ..arg_info import ArgInfo
 from ..builder import Builder, BuilderInput
+from ..logging import get_logger
 from ..utils import remove_build_dir
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 SEED = 0
 """Seed of the random inputs."""
 
 
 def _array(data: np.ndarray, device):
-    """A TVM array on ``device`` (``tvm.runtime.tensor`` in newer TVM)."""
-    make = getattr(tvm.runtime, "tensor", None) or tvm.nd.array
-    return make(data, device)
+    """A TVM array on ``device``."""
+    return tvm.nd.array(data, device)
 
 
 class OutputCheck:

@@ -16,7 +16,6 @@
 # under the License.
 """The workloads a post-optimization works on, checked before anything is measured."""
 
-import logging
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
@@ -25,12 +24,13 @@ from tvm.ir import IRModule
 from tvm.target import Target
 
 from ..database import Database, TuningRecord, Workload
+from ..logging import get_logger
 from ..postproc import Postproc
 from ..tune_context import TuneContext, _normalize_mod
 from ..utils import shash2hex
 from .programs import seconds, structural_equal, structural_hash
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 # MetaSchedule records a failed measurement with this run time (AddToDatabase).
 FAILED_RUN_SECS = 1e10

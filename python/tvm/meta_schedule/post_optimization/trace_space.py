@@ -35,16 +35,16 @@ that no decision was repaired on the way, and running the postprocessors
 again, exactly as MetaSchedule builds its own measure candidates.
 """
 
-import logging
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from tvm.ir import IRModule
 from tvm.tir.schedule import Instruction, Schedule, Trace
 
+from ..logging import get_logger
 from ..postproc import Postproc
 
-logger = logging.getLogger("meta_schedule")  # pylint: disable=invalid-name
+logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 Point = Tuple[int, ...]
 

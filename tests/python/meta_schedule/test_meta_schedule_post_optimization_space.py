@@ -1,0 +1,122 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The search space of a MetaSchedule tuning record's decisions (TraceSpace)."""
+import numpy as np
+
+import tvm
+import tvm.meta_schedule as ms
+import tvm.testing
+from tvm import te
+from tvm.meta_schedule.post_optimization import TraceSpace
+from tvm.tir.schedule import Schedule
+
+TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
+SIZE = 128
+
+
+def matmul(size: int = SIZE) -> tvm.IRModule:
+    """C = A @ B for square float32 matrices."""
+    A = te.placeholder((size, size), name="A")
+    B = te.placeholder((size, size), name="B")
+    k = te.reduce_axis((0, size), name="k")
+    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+
+
+def design_space():
+    """A trace of MetaSchedule's design space of the matmul (sampled decisions), and its space."""
+    context = ms.TuneContext(
+        mod=matmul(), target=TARGET, space_generator="post-order-apply", rand_state=7
+    )
+    trace = context.generate_design_space()[0].trace
+    return trace, TraceSpace(trace, matmul(), context.space_generator.postprocs)
+
+
+def tile_extents(space):
+    extents = {}
+    for position, decision in space.decisions.items():
+        if space.instructions[position].kind.name == "SamplePerfectTile":
+            extents[position] = int(np.prod(decision))
+    return extents
+
+
+@tvm.testing.requires_llvm
+def test_space_candidates_replay_without_repair():
+    """Every valid point replays with exactly its decisions; tiles are perfect."""
+    _, space = design_space()
+    kinds = {dimension.kind for dimension in space.dimensions}
+    assert {"SamplePerfectTile", "SampleCategorical", "Annotate"} <= kinds
+    extents = tile_extents(space)
+    points = [space.start]
+    for radius in (1, 2, 3):
+        for axis, size in enumerate(space.dims):
+            for step in (radius, -radius):
+                if 0 <= space.start[axis] + step < size:
+                    point = list(space.start)
+                    point[axis] += step
+                    points.append(tuple(point))
+    valid = 0
+    for point in points:
+        decisions = space.decisions_of(point)
+        if decisions is None:
+            continue
+        for position, extent in extents.items():
+            assert int(np.prod(decisions[position])) == extent
+        sch = Schedule(matmul(), debug_mask="all")
+        space.trace_of(point).apply_to_schedule(sch, remove_postproc=True)
+        replayed = [
+            sch.trace.get_decision(inst)
+            for inst in sch.trace.insts
+            if sch.trace.get_decision(inst) is not None
+        ]
+        wanted = [decisions[position] for position in sorted(decisions)]
+        for got, want in zip(replayed, wanted):
+            if isinstance(want, tuple):
+                assert tuple(int(v) for v in got) == want
+            else:
+                assert int(got) == want
+        assert len(replayed) == len(wanted)
+        valid += 1
+    assert valid > len(space.dims)
+    assert space.schedule(space.start) is not None
+
+
+
+
+@tvm.testing.requires_llvm
+def test_the_record_is_the_start_and_other_traces_are_no_points():
+    trace, space = design_space()
+    assert space.point_of(trace) == tuple(space.start)
+    assert len(space.dims) == len(space.start) and all(size >= 1 for size in space.dims)
+    # A tiling whose factors do not divide the extent is no point of the space.
+    tile = next(d for d in space.dimensions if d.kind == "SamplePerfectTile")
+    axis = space.dimensions.index(tile)
+    imperfect = [
+        index
+        for index in range(space.dims[axis])
+        if space.decisions_of(
+            tuple(index if a == axis else s for a, s in enumerate(space.start))
+        )
+        is None
+    ]
+    for index in imperfect:
+        point = tuple(index if a == axis else s for a, s in enumerate(space.start))
+        assert space.schedule(point) is None and space.trace_of(point) is None
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
