@@ -90,6 +90,140 @@ def make_task(tensors):
     )
 
 
+def tiled_matmul_state(task):
+    """A hand-written tiled state of ``matmul_tensors``: three splits and an unroll pragma."""
+    state = task.compute_dag.get_init_state()
+    output = task.compute_dag.tensors[-1]
+    i, j, k = state[output].iters
+    i_outer, i_middle, i_inner = state.split(output, i, [8, 4])
+    j_outer, j_inner = state.split(output, j, [16])
+    k_outer, k_inner = state.split(output, k, [4])
+    state.reorder(output, [i_outer, j_outer, i_middle, k_outer, k_inner, i_inner, j_inner])
+    state.pragma(output, i_outer, "auto_unroll_max_step$16")
+    return state
+
+
+def conv2d_state_with_compute_at(task, location):
+    """A hand-written state of ``conv2d_tensors``: a tiled conv with the padding computed at it."""
+    state = task.compute_dag.get_init_state()
+    relu = task.compute_dag.tensors[-1]
+    conv = relu.op.input_tensors[0]
+    pad = conv.op.input_tensors[0]
+    _, ff, yy, _, _, _, _ = state[conv].iters
+    state.split(conv, ff, [8])
+    state.split(conv, yy, [7])
+    state.compute_at(pad, conv, state[conv].iters[location])
+    return state
+
+
+def test_space_of_a_tiled_matmul():
+    task = make_task(matmul_tensors())
+    state = tiled_matmul_state(task)
+    space = StateSpace(task, state)
+    tiles = [parameter for parameter in space.parameters if parameter.kind == "tile"]
+    unrolls = [parameter for parameter in space.parameters if parameter.kind == "unroll"]
+    assert [parameter.values[0] for parameter in tiles] == [8, 4, 16, 4]
+    # Every divisor of the extent; the innermost length of a split stays within Ansor's
+    # max_innermost_split_factor (64).
+    divisors = [1, 2, 4, 8, 16, 32, 64, 128]
+    innermost = [len(space.steps[p.step_index][4]) - 1 == p.position for p in tiles]
+    assert innermost == [False, True, True, True]
+    for parameter, is_innermost in zip(tiles, innermost):
+        assert sorted(parameter.values) == (divisors[:-1] if is_innermost else divisors)
+    assert [parameter.values for parameter in unrolls] == [(16, 0, 64, 512)]
+    assert space.is_valid(space.origin)
+    assert space.point_of(state) == space.origin
+    # Exhaustive check of the first split's two lengths: valid exactly when they divide 128.
+    first, second = 0, 1
+    for index_a, length_a in enumerate(tiles[first].values):
+        for index_b, length_b in enumerate(tiles[second].values):
+            point = list(space.origin)
+            point[space.parameters.index(tiles[first])] = index_a
+            point[space.parameters.index(tiles[second])] = index_b
+            assert space.is_valid(point) == (128 % (length_a * length_b) == 0)
+
+
+def test_space_compute_location():
+    task = make_task(conv2d_tensors())
+    state = conv2d_state_with_compute_at(task, 3)
+    space = StateSpace(task, state)
+    (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
+    assert location.values[0] == 3
+    axis = space.parameters.index(location)
+    (conv_stage,) = [s for s in space.origin_state.stages if s.op.name == "conv2d_nchw"]
+    extents = [int(iterator.range.extent) for iterator in conv_stage.iters]
+    valid_locations = []
+    for index, value in enumerate(location.values):
+        point = list(space.origin)
+        point[axis] = index
+        if space.is_valid(point):
+            valid_locations.append(value)
+            schedule, args = task.compute_dag.apply_steps_from_state(space.state(point))
+            tvm.lower(schedule, args)
+    # A loop of extent one repeats the location around it; the others are all valid.
+    assert sorted(location.values) == list(range(len(extents)))
+    assert sorted(valid_locations) == [
+        value for value in range(len(extents)) if value == 3 or extents[value] > 1
+    ]
+
+
+@pytest.mark.parametrize("workload", ["matmul", "conv2d"])
+def test_space_walk_proposes_valid_distinct_states(workload):
+    if workload == "matmul":
+        task = make_task(matmul_tensors())
+        state = tiled_matmul_state(task)
+    else:
+        task = make_task(conv2d_tensors())
+        state = conv2d_state_with_compute_at(task, 3)
+    space = StateSpace(task, state)
+    # A synthetic cost with a minimum away from the origin makes the search move.
+    goal = tuple(size // 2 for size in space.dims)
+
+    def cost(point):
+        return 1.0 + sum(abs(a - b) for a, b in zip(point, goal))
+
+    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=120)
+    proposed, programs = [], set()
+    while not search.finished:
+        points = search.ask(2 * len(space.dims))
+        if not points:
+            break
+        for point in points:
+            proposed.append(point)
+            steps = space.steps_of(point)
+            for step in steps:
+                if step[0] == "SP":
+                    assert step[3] % int(np.prod(step[4])) == 0
+            programs.add(json.dumps(steps))
+            chosen = space.state(point)
+            assert space.point_of(chosen) == point
+            schedule, args = task.compute_dag.apply_steps_from_state(chosen)
+            tvm.lower(schedule, args)
+            search.tell(point, [cost(point)] * 2)
+    assert search.moves > 0
+    assert len(set(proposed)) == len(proposed) == len(programs)
+
+
+@tvm.testing.requires_llvm
+def test_output_checker_rejects_another_computation():
+    task = make_task(matmul_tensors(64))
+    other = make_task(matmul_transposed_tensors(64))
+    checker = StateOutputChecker()
+    try:
+        assert checker.set_reference(task, task.compute_dag.get_init_state()) is None
+        state = task.compute_dag.get_init_state()
+        output = task.compute_dag.tensors[-1]
+        state.split(output, state[output].iters[0], [16])
+        assert checker.difference(task, state) is None
+        difference = checker.difference(other, other.compute_dag.get_init_state())
+        assert difference is not None and "differ" in difference
+    finally:
+        checker.close()
+
+
+# ----------------------------------------------------------------------------- exploitation
+
+
 def numpy_output(arrays):
     """The expected output, computed by numpy, of a matmul or conv2d task."""
     if len(arrays[0].shape) == 2:
@@ -289,32 +423,6 @@ def synthetic_log(tmp_path, task, state, cost=1.0):
     return log_file
 
 
-def tiled_matmul_state(task):
-    """A hand-written tiled state of ``matmul_tensors``: three splits and an unroll pragma."""
-    state = task.compute_dag.get_init_state()
-    output = task.compute_dag.tensors[-1]
-    i, j, k = state[output].iters
-    i_outer, i_middle, i_inner = state.split(output, i, [8, 4])
-    j_outer, j_inner = state.split(output, j, [16])
-    k_outer, k_inner = state.split(output, k, [4])
-    state.reorder(output, [i_outer, j_outer, i_middle, k_outer, k_inner, i_inner, j_inner])
-    state.pragma(output, i_outer, "auto_unroll_max_step$16")
-    return state
-
-
-def conv2d_state_with_compute_at(task, location):
-    """A hand-written state of ``conv2d_tensors``: a tiled conv with the padding computed at it."""
-    state = task.compute_dag.get_init_state()
-    relu = task.compute_dag.tensors[-1]
-    conv = relu.op.input_tensors[0]
-    pad = conv.op.input_tensors[0]
-    _, ff, yy, _, _, _, _ = state[conv].iters
-    state.split(conv, ff, [8])
-    state.split(conv, yy, [7])
-    state.compute_at(pad, conv, state[conv].iters[location])
-    return state
-
-
 def naive_matmul_state(task):
     """The loop nest i, j, k of ``matmul_tensors`` as a state: a split j of inner length 1."""
     state = task.compute_dag.get_init_state()
@@ -391,112 +499,9 @@ def test_exploitation_appends_exactly_what_it_measured_and_resumes(tmp_path, mon
     assert not set(second[1:]) & set(appended)
 
 
-def test_space_of_a_tiled_matmul():
-    task = make_task(matmul_tensors())
-    state = tiled_matmul_state(task)
-    space = StateSpace(task, state)
-    tiles = [parameter for parameter in space.parameters if parameter.kind == "tile"]
-    unrolls = [parameter for parameter in space.parameters if parameter.kind == "unroll"]
-    assert [parameter.values[0] for parameter in tiles] == [8, 4, 16, 4]
-    # Every divisor of the extent; the innermost length of a split stays within Ansor's
-    # max_innermost_split_factor (64).
-    divisors = [1, 2, 4, 8, 16, 32, 64, 128]
-    innermost = [len(space.steps[p.step_index][4]) - 1 == p.position for p in tiles]
-    assert innermost == [False, True, True, True]
-    for parameter, is_innermost in zip(tiles, innermost):
-        assert sorted(parameter.values) == (divisors[:-1] if is_innermost else divisors)
-    assert [parameter.values for parameter in unrolls] == [(16, 0, 64, 512)]
-    assert space.is_valid(space.origin)
-    assert space.point_of(state) == space.origin
-    # Exhaustive check of the first split's two lengths: valid exactly when they divide 128.
-    first, second = 0, 1
-    for index_a, length_a in enumerate(tiles[first].values):
-        for index_b, length_b in enumerate(tiles[second].values):
-            point = list(space.origin)
-            point[space.parameters.index(tiles[first])] = index_a
-            point[space.parameters.index(tiles[second])] = index_b
-            assert space.is_valid(point) == (128 % (length_a * length_b) == 0)
-
-
-def test_space_compute_location():
-    task = make_task(conv2d_tensors())
-    state = conv2d_state_with_compute_at(task, 3)
-    space = StateSpace(task, state)
-    (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
-    assert location.values[0] == 3
-    axis = space.parameters.index(location)
-    (conv_stage,) = [s for s in space.origin_state.stages if s.op.name == "conv2d_nchw"]
-    extents = [int(iterator.range.extent) for iterator in conv_stage.iters]
-    valid_locations = []
-    for index, value in enumerate(location.values):
-        point = list(space.origin)
-        point[axis] = index
-        if space.is_valid(point):
-            valid_locations.append(value)
-            schedule, args = task.compute_dag.apply_steps_from_state(space.state(point))
-            tvm.lower(schedule, args)
-    # A loop of extent one repeats the location around it; the others are all valid.
-    assert sorted(location.values) == list(range(len(extents)))
-    assert sorted(valid_locations) == [
-        value for value in range(len(extents)) if value == 3 or extents[value] > 1
-    ]
-
-
-@pytest.mark.parametrize("workload", ["matmul", "conv2d"])
-def test_space_walk_proposes_valid_distinct_states(workload):
-    if workload == "matmul":
-        task = make_task(matmul_tensors())
-        state = tiled_matmul_state(task)
-    else:
-        task = make_task(conv2d_tensors())
-        state = conv2d_state_with_compute_at(task, 3)
-    space = StateSpace(task, state)
-    # A synthetic cost with a minimum away from the origin makes the search move.
-    goal = tuple(size // 2 for size in space.dims)
-
-    def cost(point):
-        return 1.0 + sum(abs(a - b) for a, b in zip(point, goal))
-
-    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=120)
-    proposed, programs = [], set()
-    while not search.finished:
-        points = search.ask(2 * len(space.dims))
-        if not points:
-            break
-        for point in points:
-            proposed.append(point)
-            steps = space.steps_of(point)
-            for step in steps:
-                if step[0] == "SP":
-                    assert step[3] % int(np.prod(step[4])) == 0
-            programs.add(json.dumps(steps))
-            chosen = space.state(point)
-            assert space.point_of(chosen) == point
-            schedule, args = task.compute_dag.apply_steps_from_state(chosen)
-            tvm.lower(schedule, args)
-            search.tell(point, [cost(point)] * 2)
-    assert search.moves > 0
-    assert len(set(proposed)) == len(proposed) == len(programs)
-
-
-@tvm.testing.requires_llvm
-def test_output_checker_rejects_another_computation():
-    task = make_task(matmul_tensors(64))
-    other = make_task(matmul_transposed_tensors(64))
-    checker = StateOutputChecker()
-    try:
-        assert checker.set_reference(task, task.compute_dag.get_init_state()) is None
-        state = task.compute_dag.get_init_state()
-        output = task.compute_dag.tensors[-1]
-        state.split(output, state[output].iters[0], [16])
-        assert checker.difference(task, state) is None
-        difference = checker.difference(other, other.compute_dag.get_init_state())
-        assert difference is not None and "differ" in difference
-    finally:
-        checker.close()
-
-
 # ----------------------------------------------------------------- bad input
+
+
 @pytest.fixture
 def valid_log(tmp_path):
     task = make_task(matmul_tensors())

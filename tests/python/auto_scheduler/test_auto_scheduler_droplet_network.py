@@ -16,7 +16,6 @@
 # under the License.
 """Droplet exploitation of the tasks of an ONNX network, resumed in a fresh process."""
 import json
-import platform
 import subprocess
 import sys
 
@@ -60,7 +59,7 @@ print(json.dumps({r.workload_key: [r.exploitation_trials, r.states_from_log] for
 def host_target():
     """This host's CPU, named so the kernels use its vector units."""
     cpu = tvm.target.codegen.llvm_get_system_cpu()
-    return tvm.target.Target(f"llvm -mtriple={platform.machine()}-linux-gnu -mcpu={cpu}")
+    return tvm.target.Target(f"llvm -mcpu={cpu}")
 
 
 def network_tasks(name, target):

@@ -38,7 +38,7 @@ import pytest
 import tvm
 import tvm.testing
 import tvm.topi  # pylint: disable=unused-import; tir.ir_builder indexes buffers through topi
-from tvm import autotvm, relay, te, tir
+from tvm import autotvm, te, tir
 from tvm.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from tvm.autotvm.measure.measure_methods import BuildResult, request_remote
 from tvm.autotvm.tuner import DropletTuner
@@ -714,59 +714,6 @@ def test_history_of_other_objects_is_a_type_error():
     with pytest.raises(TypeError, match=r"takes \(MeasureInput, MeasureResult\) pairs.*item 0"):
         tuner.load_history([("llvm", 0)])
     assert_fresh(tuner)
-
-
-# ------------------------------------------------------------------------------- tvmc
-
-
-@tvm.testing.requires_llvm
-def test_tvmc_tune_resumes_from_its_own_records(tmp_path):
-    # Imported here: loading tvmc pulls in every frontend.
-    # pylint: disable=import-outside-toplevel
-    from tvm.driver.tvmc.main import _main as tvmc_main
-
-    data = relay.var("data", shape=(1, 32), dtype="float32")
-    weight = relay.var("weight", shape=(16, 32), dtype="float32")
-    module = tvm.IRModule.from_expr(relay.Function([data, weight], relay.nn.dense(data, weight)))
-    model = tmp_path / "dense.relay"
-    model.write_text(module.astext(show_meta_data=True))
-    log = tmp_path / "dense.log"
-
-    def tune(prior, output):
-        argv = ["tune", "--target", TARGET, "--tuner", "droplet", "--trials", "3"]
-        argv += ["--number", "1", "--repeat", "2", "--timeout", "60"]
-        argv += ["--input-shapes", "data:[1,32] weight:[16,32]"]
-        argv += ["--tuning-records", str(prior), "--output", str(output), str(model)]
-        assert tvmc_main(argv) is None
-
-    def by_task():
-        indices = {}
-        for inp, _ in autotvm.record.load_from_file(str(log)):
-            indices.setdefault(inp.task.workload, []).append(inp.config.index)
-        return indices
-
-    # The same command each time: a missing prior log means a fresh start.
-    tune(log, log)
-    before = read_log(log)
-    first = by_task()
-    assert first and all(1 <= len(indices) <= 3 for indices in first.values())
-
-    tune(log, log)
-    assert read_log(log).startswith(before)
-    second = by_task()
-    assert set(second) == set(first)
-    for workload, indices in second.items():
-        assert indices[: len(first[workload])] == first[workload]
-        assert len(indices) > len(first[workload]), "the resumed run measured new configs"
-        assert len(indices) == len(set(indices)), "a config was measured twice"
-
-    # A damaged prior log stops tvmc before anything is tuned or written.
-    corrupt = tmp_path / "corrupt.log"
-    corrupt.write_bytes(before + b"{not a record\n")
-    output = tmp_path / "never-written.log"
-    with pytest.raises(ValueError, match="cannot be read after"):
-        tune(corrupt, output)
-    assert not output.exists()
 
 
 if __name__ == "__main__":

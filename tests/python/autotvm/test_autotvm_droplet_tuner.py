@@ -35,6 +35,7 @@ import tvm.testing
 from tvm import autotvm, te, topi  # pylint: disable=unused-import  (TOPI's templates)
 from tvm.autotvm.measure import MeasureErrorNo, MeasureInput, MeasureResult
 from tvm.autotvm.tuner import DropletTuner
+from tvm.testing.autotvm import DummyRunner, get_sample_task
 
 TARGET = "llvm"
 
@@ -139,6 +140,40 @@ def drive(tuner, cost, batch_size, n_trial=None, callbacks=(), shuffle=None):
         for callback in callbacks:
             callback(tuner, inputs, results)
     return measured
+
+
+def test_tuner():
+    """Upstream's test of the tuner's state (apache/tvm v0.19.0), on this tuner's attributes."""
+    task, _ = get_sample_task()
+    tuner = autotvm.tuner.DropletTuner(task)
+    # Nothing measured yet: no best choice (the first tuner held a fake one, cost 99999).
+    assert tuner.best_choice is None
+    assert tuner.dims == [len(knob) for knob in task.config_space.space_map.values()]
+    assert tuner.pvalue == 0.05
+    # The batch is the tuning loop's (the first tuner fixed max(16, cpu_count())).
+    assert tuner.batch_size is None
+    assert len(tuner.next_batch(4)) == 4
+    # The search has not moved, measured, nor decided anything yet.
+    assert tuner.search.measurements == 0 and tuner.search.moves == 0
+    assert tuner.search.stop_reason is None
+
+
+@tvm.testing.requires_llvm
+def test_multi_filter():
+    """Upstream's test of a multi-filtered space (apache/tvm v0.19.0)."""
+    task, _ = get_sample_task()
+    task.config_space.multi_filter(
+        filter=lambda entity: 0 <= (entity["tile_x"].size[1] * entity["tile_y"].size[1]) < 1024
+    )
+    tuner = autotvm.tuner.DropletTuner(task)
+    valid_indexes = list(
+        filter(lambda idx: tuner.space.is_index_valid(idx), range(tuner.space.range_length))
+    )
+    assert tuner.visited.issubset(valid_indexes)
+
+    measure_option = autotvm.measure_option(builder=autotvm.LocalBuilder(), runner=DummyRunner())
+    tuner.tune(n_trial=8, measure_option=measure_option)
+    assert tuner.visited.issubset(valid_indexes)
 
 
 def test_constructor_keeps_upstream_defaults():
@@ -362,6 +397,78 @@ def drive_one(tuner, cost, batch_size):
     return configs
 
 
+def measure_option():
+    return autotvm.measure_option(
+        builder=autotvm.LocalBuilder(timeout=120),
+        runner=autotvm.LocalRunner(number=2, repeat=2, timeout=120),
+    )
+
+
+def check_apply_best(log, size):
+    """The log's fastest config is what apply_history_best picks, and its kernel is correct."""
+    records = list(autotvm.record.load_from_file(log))
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+    fastest = min(records, key=lambda record: np.mean(record[1].costs))[0].config.index
+    target = tvm.target.Target(TARGET)
+    with autotvm.apply_history_best(log) as history:
+        assert history.query(target, matmul_task(size).workload).index == fastest
+        with target:
+            schedule, args = matmul(size, "plain")
+            kernel = tvm.build(schedule, args, target=target)
+    device = tvm.cpu()
+    a_np = np.random.uniform(size=(size, size)).astype("float32")
+    b_np = np.random.uniform(size=(size, size)).astype("float32")
+    c = tvm.nd.empty((size, size), "float32", device)
+    kernel(tvm.nd.array(a_np, device), tvm.nd.array(b_np, device), c)
+    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-5)
+
+
+@tvm.testing.requires_llvm
+def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
+    log = str(tmp_path / "matmul.log")
+    size = 64
+    n_trial = 6
+    tuner = DropletTuner(matmul_task(size))
+    tuner.tune(
+        n_trial=n_trial,
+        measure_option=measure_option(),
+        callbacks=[autotvm.callback.progress_bar(n_trial), autotvm.callback.log_to_file(log)],
+    )
+    assert tuner.best_config is not None
+    indices = [inp.config.index for inp, _ in autotvm.record.load_from_file(log)]
+    assert len(indices) == n_trial and len(set(indices)) == n_trial
+    check_apply_best(log, size)
+
+
+@tvm.testing.requires_llvm
+def test_tuner_tune_resets_the_tuning_flag_when_interrupted():
+    """Tuner.tune (of every tuner) resets GLOBAL_SCOPE.in_tuning however tuning ends."""
+
+    def interrupt(_tuner, _inputs, _results):
+        assert autotvm.GLOBAL_SCOPE.in_tuning
+        raise KeyboardInterrupt
+
+    for tuner in (autotvm.tuner.RandomTuner(matmul_task()), DropletTuner(matmul_task())):
+        with pytest.raises(KeyboardInterrupt):
+            tuner.tune(n_trial=4, measure_option=measure_option(), callbacks=[interrupt])
+        assert not autotvm.GLOBAL_SCOPE.in_tuning
+
+
+@tvm.testing.requires_llvm
+def test_tune_task_without_knobs():
+    task = autotvm.task.create("test_droplet_tuner/add", args=(64,), target=TARGET)
+    assert task.config_space.range_length == 1
+    tuner = DropletTuner(task)
+    assert tuner.dims == []
+    tuner.tune(n_trial=4, measure_option=measure_option())
+    assert not tuner.has_next()
+    assert tuner.best_config.index == 0
+    assert tuner.best_choice[0] == 0 and tuner.best_choice[1] == []
+
+
+# ------------------------------------------------------------- resuming from tuning records
+
+
 def test_resume_from_log_measures_nothing_twice(tmp_path):
     log = str(tmp_path / "matmul.log")
     task = matmul_task()
@@ -411,65 +518,25 @@ def test_resume_from_log_measures_nothing_twice(tmp_path):
         assert stream.readlines()[: len(logged_lines)] == logged_lines
 
 
-def measure_option():
-    return autotvm.measure_option(
-        builder=autotvm.LocalBuilder(timeout=120),
-        runner=autotvm.LocalRunner(number=2, repeat=2, timeout=120),
-    )
-
-
 @tvm.testing.requires_llvm
-def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
+def test_tune_resumes_from_its_log(tmp_path):
     log = str(tmp_path / "matmul.log")
     size = 64
-    n_trial = 6
-
-    tuner = DropletTuner(matmul_task(size))
-    tuner.tune(
-        n_trial=n_trial,
-        measure_option=measure_option(),
-        callbacks=[autotvm.callback.progress_bar(n_trial), autotvm.callback.log_to_file(log)],
-    )
-    assert tuner.best_config is not None
-    # A second session resumes from the log and measures new configs only.
-    resumed = DropletTuner(matmul_task(size))
-    resumed.load_history(autotvm.record.load_from_file(log))
-    resumed.tune(
-        n_trial=n_trial,
-        measure_option=measure_option(),
-        callbacks=[autotvm.callback.log_to_file(log)],
-    )
-    records = list(autotvm.record.load_from_file(log))
-    indices = [inp.config.index for inp, _ in records]
+    n_trial = 4
+    for _ in range(2):
+        # A second session resumes from the log and measures new configs only.
+        tuner = DropletTuner(matmul_task(size))
+        if (tmp_path / "matmul.log").exists():
+            tuner.load_history(autotvm.record.load_from_file(log))
+        tuner.tune(
+            n_trial=n_trial,
+            measure_option=measure_option(),
+            callbacks=[autotvm.callback.log_to_file(log)],
+        )
+    indices = [inp.config.index for inp, _ in autotvm.record.load_from_file(log)]
     assert len(indices) == 2 * n_trial
     assert len(indices) == len(set(indices))
-    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
-    fastest = min(records, key=lambda record: np.mean(record[1].costs))[0].config.index
-
-    target = tvm.target.Target(TARGET)
-    with autotvm.apply_history_best(log) as history:
-        assert history.query(target, matmul_task(size).workload).index == fastest
-        with target:
-            schedule, args = matmul(size, "plain")
-            kernel = tvm.build(schedule, args, target=target)
-    device = tvm.cpu()
-    a_np = np.random.uniform(size=(size, size)).astype("float32")
-    b_np = np.random.uniform(size=(size, size)).astype("float32")
-    c = tvm.nd.empty((size, size), "float32", device)
-    kernel(tvm.nd.array(a_np, device), tvm.nd.array(b_np, device), c)
-    tvm.testing.assert_allclose(c.numpy(), a_np @ b_np, rtol=1e-5)
-
-
-@tvm.testing.requires_llvm
-def test_tune_task_without_knobs():
-    task = autotvm.task.create("test_droplet_tuner/add", args=(64,), target=TARGET)
-    assert task.config_space.range_length == 1
-    tuner = DropletTuner(task)
-    assert tuner.dims == []
-    tuner.tune(n_trial=4, measure_option=measure_option())
-    assert not tuner.has_next()
-    assert tuner.best_config.index == 0
-    assert tuner.best_choice[0] == 0 and tuner.best_choice[1] == []
+    check_apply_best(log, size)
 
 
 if __name__ == "__main__":

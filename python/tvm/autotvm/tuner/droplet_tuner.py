@@ -32,7 +32,6 @@ from typing import Dict, List, Optional, Sequence, Set, Tuple
 
 from tvm.contrib.droplet_search import DropletSearch, mean
 
-from ..env import GLOBAL_SCOPE
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
 from .droplet_history import read_records, task_history
 from .droplet_space import KnobGeometry
@@ -332,12 +331,7 @@ class DropletTuner(Tuner):
         if self._handed:
             self._pending = list(self._handed.values()) + self._pending
             self._handed = {}
-        in_tuning = GLOBAL_SCOPE.in_tuning
-        try:
-            super().tune(n_trial, measure_option, early_stopping, callbacks, si_prefix)
-        finally:
-            # Tuner.tune leaves the global tuning flag set when interrupted.
-            GLOBAL_SCOPE.in_tuning = in_tuning
+        super().tune(n_trial, measure_option, early_stopping, callbacks, si_prefix)
 
     def load_history(self, data_set, min_seed_records=500):
         """Resume from earlier tuning records of the same task.

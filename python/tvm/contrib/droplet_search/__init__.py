@@ -16,14 +16,16 @@
 # under the License.
 """Droplet Search: coordinate descent over integer points with statistical acceptance.
 
-The one search engine of the Droplet integrations of AutoTVM
-(``tvm.autotvm.tuner.DropletTuner``), the auto-scheduler
-(``tvm.auto_scheduler.droplet_exploit``) and MetaSchedule
-(``post_optimization``).  It imports nothing from TVM: a *point* is a tuple of
-integers, one per dimension, and a scheduler-specific space maps points to
-configurations, states or traces.  :class:`DropletSearch` proposes points
-(``ask``) and receives their costs (``tell``); :class:`BatchDriver` runs the
-measurement loop around a callback that builds, runs, checks and records.
+The search of Canesche et al., "The Droplet Search Algorithm for Kernel
+Scheduling" (ACM TACO 21(2), 2024), for TVM's schedulers.  It imports nothing
+from TVM: a *point* is a tuple of integers, one per dimension, and a
+scheduler's search space maps points to its configurations or schedules.
+
+:class:`DropletSearch` proposes points (``ask``) and receives their costs
+(``tell``): the scheduler measures them its own way.
+
+:class:`BatchDriver` runs the measurement loop around one callback that builds,
+runs, checks and records a batch of points; :class:`DropletResult` reports it.
 """
 from .driver import BatchDriver
 from .neighbourhood import Point

@@ -16,6 +16,7 @@
 # under the License.
 """Test `tvmc tune --tuner droplet` end to end on a small model and on an ONNX network."""
 import numpy as np
+import pytest
 
 import tvm
 import tvm.testing
@@ -130,6 +131,41 @@ def test_tvmc_tune_droplet_onnx_network(tmp_path):
     tvm.testing.assert_allclose(tuned_output, untuned_output, rtol=1e-5, atol=1e-5 * scale)
     reference = onnx_networks.onnxruntime_session(str(model)).run(None, inputs)[0]
     tvm.testing.assert_allclose(tuned_output, reference, rtol=1e-5, atol=1e-5 * scale)
+
+
+@tvm.testing.requires_llvm
+def test_tvmc_tune_resumes_from_its_own_records(tmp_path):
+    model = tmp_path / "dense.relay"
+    shapes = write_dense_model(model)
+    log = tmp_path / "dense.log"
+
+    def tune(prior, output):
+        argv = ["tune", "--target", TARGET, "--tuner", "droplet", "--trials", "3"]
+        argv += ["--number", "1", "--repeat", "2", "--timeout", "60", "--input-shapes", shapes]
+        run_tvmc(argv + ["--tuning-records", str(prior), "--output", str(output), str(model)])
+
+    # The same command each time: a missing prior log means a fresh start.
+    tune(log, log)
+    before = log.read_bytes()
+    first = records_by_task(log)
+    assert first and all(1 <= len(indices) <= 3 for indices in first.values())
+
+    tune(log, log)
+    assert log.read_bytes().startswith(before)
+    second = records_by_task(log)
+    assert set(second) == set(first)
+    for workload, indices in second.items():
+        assert indices[: len(first[workload])] == first[workload]
+        assert len(indices) > len(first[workload]), "the resumed run measured new configs"
+        assert len(indices) == len(set(indices)), "a config was measured twice"
+
+    # A damaged prior log stops tvmc before anything is tuned or written.
+    corrupt = tmp_path / "corrupt.log"
+    corrupt.write_bytes(before + b"{not a record\n")
+    output = tmp_path / "never-written.log"
+    with pytest.raises(ValueError, match="cannot be read after"):
+        tune(corrupt, output)
+    assert not output.exists()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""The neighbourhood walk and the acceptance test of the Droplet Search engine."""
+import random
+
+import numpy as np
+import scipy.stats
+
+import tvm.testing
+from tvm.contrib.droplet_search import is_faster
+from tvm.contrib.droplet_search.neighbourhood import DirectionScores, Walk, combined, step_of
+
+
+def walk_points(walk):
+    """Every point of a walk, in order."""
+    points = []
+    while True:
+        point = walk.next_point()
+        if point is None:
+            return points
+        points.append(point)
+
+
+def test_axis_moves_grow_by_radius_and_never_leave_the_box():
+    walk = Walk((1, 0), (3, 2), DirectionScores((3, 2)).order())
+    # Radius 1: up and down along each axis, up first; radius 2: what still fits.
+    assert walk_points(walk) == [(2, 0), (0, 0), (1, 1)]
+    walk = Walk((0, 0), (4, 1), DirectionScores((4, 1)).order())
+    assert walk_points(walk) == [(1, 0), (2, 0), (3, 0)], "a dimension of size 1 has no moves"
+
+
+def test_rewarded_directions_are_walked_first_and_decay():
+    scores = DirectionScores((5, 5))
+    assert scores.order() == [(0, 1), (0, -1), (1, 1), (1, -1)]
+    scores.reward((1, -1), 0.2)
+    assert scores.order()[0] == (1, -1)
+    scores.reward((0, -1), 0.15)  # the older score halves: 0.1 < 0.15
+    assert scores.order()[:2] == [(0, -1), (1, -1)]
+
+
+def test_promoted_points_come_first_when_inside_the_box():
+    walk = Walk((1, 1), (3, 3), DirectionScores((3, 3)).order())
+    walk.promote([(2, 2), (3, 3), (1, 1), (0, 2)])
+    assert walk_points(walk)[:2] == [(2, 2), (0, 2)]
+
+
+def test_pairs_combine_the_best_measured_axis_moves_of_a_radius():
+    centre = (2, 2, 2)
+    walk = Walk(centre, (5, 5, 5), DirectionScores((5, 5, 5)).order())
+    gains = {(3, 2, 2): 0.3, (1, 2, 2): -0.1, (2, 3, 2): 0.2, (2, 2, 1): 0.1}
+    pairs = walk.pairs(gains.get)
+    assert pairs[0] == (3, 3, 2), "the two best gains first"
+    assert all(sum(1 for a, b in zip(centre, point) if a != b) == 2 for point in pairs)
+    assert len(pairs) <= 2 * 3 and walk.pairs(gains.get) == [], "each pair is proposed once"
+
+
+def test_steps():
+    assert step_of((1, 1), (1, 3)) == (1, 2)
+    assert step_of((1, 1), (2, 2)) is None and step_of((1, 1), (1, 1)) is None
+    assert combined((1, 1), [(0, 2), (1, -1)]) == (3, 0)
+
+
+def test_noisy_candidates_need_significance():
+    incumbent = [1.00, 1.20, 0.90, 1.10]
+    slightly_lower = [0.98, 1.18, 0.88, 1.08]
+    clearly_lower = [0.50, 0.51, 0.49, 0.50]
+    assert not is_faster(slightly_lower, incumbent, 0.05)
+    assert is_faster(clearly_lower, incumbent, 0.05)
+    assert is_faster([0.9], [1.0], 0.05), "single costs fall back to comparing means"
+    assert not is_faster([1.0], [1.0], 0.05)
+    assert is_faster([0.5, 0.5], [1.0, 1.0], 0.05), "equal repeats that differ"
+    assert not is_faster([], [1.0], 0.05) and is_faster([5.0], [], 0.05)
+
+
+def test_acceptance_is_scipy_welch():
+    rng = random.Random(7)
+    for _ in range(200):
+        sample_a = [rng.gauss(1.0, rng.choice([0.01, 0.1])) for _ in range(rng.randint(2, 7))]
+        sample_b = [rng.gauss(1.05, rng.choice([0.01, 0.1])) for _ in range(rng.randint(2, 7))]
+        pvalue = scipy.stats.ttest_ind(
+            sample_a, sample_b, equal_var=False, alternative="less"
+        ).pvalue
+        if np.mean(sample_a) < np.mean(sample_b):
+            assert is_faster(sample_a, sample_b, 0.05) == (pvalue <= 0.05)
+
+
+if __name__ == "__main__":
+    tvm.testing.main()
