@@ -34,7 +34,7 @@ def test_installed_tvm_has_the_legacy_packages():
 
     assert tvm.__version__.startswith("0.16")
     site = Path(tvm.__file__).parent
-    assert Path(tvm.contrib.droplet_search.__file__).parent == site / "contrib", (
+    assert Path(tvm.contrib.droplet_search.__file__).parent == site / "contrib" / "droplet_search", (
         "the project's code must be applied onto the installed TVM, not shadow it"
     )
 

@@ -29,7 +29,7 @@ def test_installed_tvm_is_the_modern_layout():
 
     assert tvm.__version__.startswith("0.27")
     site = Path(tvm.__file__).parent
-    assert Path(tvm.contrib.droplet_search.__file__).parent == site / "contrib", (
+    assert Path(tvm.contrib.droplet_search.__file__).parent == site / "contrib" / "droplet_search", (
         "the project's code must be applied onto the installed TVM, not shadow it"
     )
 

@@ -561,7 +561,8 @@ def test_two_processes_post_optimizing_into_one_database(tmp_path, start):
         workload = database.commit_workload(matmul(each.size))
         mine = [r for r in records if structural_equal(r.workload.mod, workload.mod)]
         keys = {trace_key(record.trace) for record in mine}
-        assert 1 <= count == len(mine) - 1 == len(keys) - 1 <= TRIALS
+        # Its start's record, the start again (measured alongside its challengers), new ones.
+        assert 1 <= count == len(mine) - 1 == len(keys) <= TRIALS
         best = database.query_schedule(matmul(each.size), TARGET, "main")
         check_matches_numpy(best.mod, each.size)
 

@@ -16,6 +16,7 @@
 # under the License.
 """The workloads a post-optimization works on, checked before anything is measured."""
 
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
@@ -72,9 +73,32 @@ def mean_run_secs(record: TuningRecord) -> Optional[float]:
     return mean
 
 
+def _canonical(value):
+    """Plain, order-independent Python form of a target's exported attributes."""
+    if hasattr(value, "items"):
+        return {str(key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)) or (
+        hasattr(value, "__len__") and hasattr(value, "__getitem__") and not isinstance(value, str)
+    ):
+        return [_canonical(item) for item in value]
+    if isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(getattr(value, "value", None), (int, float)):  # IntImm, FloatImm
+        return value.value
+    return str(value)
+
+
 def same_target(first: Target, second: Target) -> bool:
-    """Whether two targets are equal (``str(target)`` depends on attribute order)."""
-    return bool(structural_equal(first, second))
+    """Whether two targets are equal.
+
+    Neither ``str(target)`` (which depends on attribute order) nor structural
+    equality (a target read back from a JSON database holds ``num-cores`` as an
+    int64 immediate, a new one as an int32) says so reliably: their exported
+    attributes, as plain values, do.
+    """
+    return json.dumps(_canonical(first.export()), sort_keys=True) == json.dumps(
+        _canonical(second.export()), sort_keys=True
+    )
 
 
 def _best_record(database: Database, workload: Workload, target: Optional[Target]):
