@@ -27,8 +27,9 @@ fresh builder worker (12-14 s of CPU per batch), except in the test of the
 upstream API, which runs the post-optimizer's default builder.
 """
 
+import glob
 import json
-import logging
+import os
 import re
 import sys
 
@@ -132,47 +133,37 @@ def fixture_builder():
     return ms.builder.LocalBuilder(f_build=plain_build, max_workers=2, timeout_sec=120)
 
 
-class LogMessages(logging.Handler):
-    """Collects the messages of a logger."""
-
-    def __init__(self):
-        super().__init__(logging.INFO)
-        self.messages = []
-
-    def emit(self, record):
-        self.messages.append(record.getMessage())
+def logged_lines(work_dir):
+    """The lines MetaSchedule's loggers wrote to the log files of a work directory."""
+    lines = []
+    for path in sorted(glob.glob(os.path.join(work_dir, "logs", "*.log"))):
+        with open(path, encoding="utf-8") as stream:
+            lines.extend(stream.read().splitlines())
+    return lines
 
 
 @pytest.fixture(scope="module", name="tuned")
 def fixture_tuned(tmp_path_factory, builder):
     """Tune the matmul, with a post-optimization budget, in one call of tune_tir.
 
-    Returns the work directory, the database tune_tir returned, and the
-    messages of the post-optimizer's logger during the call.
+    Returns the work directory, the database tune_tir returned, and the lines
+    of the work directory's log files (the post-optimizer logs to them, as
+    every MetaSchedule module does).
     """
     work_dir = str(tmp_path_factory.mktemp("post_optimization"))
-    log = logging.getLogger("tvm.meta_schedule.post_optimization")
-    level = log.level
-    messages = LogMessages()
-    log.setLevel(logging.INFO)
-    log.addHandler(messages)
-    try:
-        database = ms.tune_tir(
-            matmul(),
-            TARGET,
-            work_dir,
-            max_trials_global=TUNING_TRIALS,
-            num_trials_per_iter=TUNING_TRIALS,
-            builder=builder,
-            runner=runner(),
-            cost_model="random",  # tuning quality does not matter here, only its records
-            seed=0,
-            post_optimization=POST_TRIALS,
-        )
-    finally:
-        log.removeHandler(messages)
-        log.setLevel(level)
-    return work_dir, database, messages.messages
+    database = ms.tune_tir(
+        matmul(),
+        TARGET,
+        work_dir,
+        max_trials_global=TUNING_TRIALS,
+        num_trials_per_iter=TUNING_TRIALS,
+        builder=builder,
+        runner=runner(),
+        cost_model="random",  # tuning quality does not matter here, only its records
+        seed=0,
+        post_optimization=POST_TRIALS,
+    )
+    return work_dir, database, logged_lines(work_dir)
 
 
 @tvm.testing.requires_llvm
