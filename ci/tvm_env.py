@@ -21,6 +21,8 @@
     python3 ci/tvm_env.py apply LINE          lay the project's series onto its TVM
     python3 ci/tvm_env.py test LINE [ARGS]    setup + apply + pytest of the line's tests
     python3 ci/tvm_env.py run LINE CMD...     setup + apply + run CMD in the venv
+    python3 ci/tvm_env.py prefixes LINE [--first N] [--last M] [PYTEST ARGS]
+                                              each prefix of the series on its own (see below)
     python3 ci/tvm_env.py path LINE           print the venv's python
 
 LINE is a section of ci/lines.toml (``legacy`` or ``modern``).  Virtual
@@ -36,6 +38,13 @@ installed package by ci/tvm_overlay.py.  Test files the line's flavor moves
 (``tests/python/meta_schedule/`` -> ``tests/python/s_tir/meta_schedule/``) are
 rendered into the venv (``tvm-droplet-tests/``) and run from there, as the
 patch series renders them.
+
+``prefixes`` checks that every prefix of the line's series leaves a working
+tree: for each patch N (from ``--first`` to ``--last``, numbered from 1) the
+line's TVM gets patches 1..N only (the pristine official wheel reinstalled
+first where the line installs a patched one), the tests patch N ships run as
+that prefix has them, and every test file the prefix ships is collected
+(imported).  Afterwards the whole series is applied again.
 """
 import argparse
 import hashlib
@@ -373,6 +382,73 @@ def pytest_paths(line: str, rendered: Optional[Path] = None) -> List[Path]:
     return paths
 
 
+def prefix_test_files(
+    flavor: "tvm_overlay.Flavor", patches: List["tvm_overlay.Patch"], rendered: Path
+) -> List[Path]:
+    """Render the test files of ``patches`` (a prefix) as its last patch listing each has them.
+
+    Returns the test files of the prefix's last patch.
+    """
+    if rendered.exists():
+        shutil.rmtree(rendered)
+    files = {}
+    for patch in patches:
+        for name in patch.files_for(flavor.name):
+            if name.startswith("tests/"):
+                data = tvm_overlay.rewritten(
+                    flavor.render(name), patch.file_rewrites.get(name, []), patch.name
+                )
+                target = rendered / flavor.map_path(name)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                files[name] = target
+    last = patches[-1]
+    return [files[name] for name in last.files_for(flavor.name) if name.startswith("tests/")]
+
+
+def prefixes(line: str, first: int, last: Optional[int], pytest_args: list) -> int:
+    """Run each prefix of the line's series on the line's TVM; returns the exit status."""
+    setup(line)
+    spec = line_spec(line)
+    flavor = tvm_overlay.Flavor(spec["flavor"])
+    series = tvm_overlay.load_series(REPO, spec["flavor"])
+    last = len(series) if last is None else last
+    version = patch_series.series_version(spec["upstream_tag"])
+    if version.pinned_wheel_is_build_of_tag:
+        state = overlay_state(line)
+        if state.exists():
+            tvm_overlay.InstalledOverlay(site_packages(line), state).restore()
+            shutil.rmtree(state)
+        official = patch_series.pinned_wheel(version)
+        pip(line, "install", "--quiet", "--no-deps", "--force-reinstall", str(official))
+    overlay = tvm_overlay.InstalledOverlay(site_packages(line), overlay_state(line))
+    rendered = venv_dir(line) / "tvm-droplet-prefix-tests"
+    failed = []
+    try:
+        for count in range(first, last + 1):
+            patches = overlay.apply(spec["flavor"], limit=count)
+            own = prefix_test_files(flavor, patches, rendered)
+            every = sorted(rendered.rglob("test_*.py"))
+            print(f"[tvm_env] {line}: prefix {count} ({patches[-1].name})", flush=True)
+            python = str(venv_python(line))
+            code = 0
+            if every:
+                code = run_in(line, [python, "-m", "pytest", "-p", "no:cacheprovider", "-q"]
+                              + ["--collect-only", *map(str, every)])
+            if code == 0 and own:
+                code = run_in(line, [python, "-m", "pytest", "-p", "no:cacheprovider"]
+                              + [*map(str, own), *pytest_args])
+            if code not in (0, 5) or (code == 5 and own):
+                failed.append(f"{count} ({patches[-1].name}): pytest exit {code}")
+    finally:
+        overlay.restore()
+        apply(line)
+    for failure in failed:
+        print(f"[tvm_env] {line}: prefix {failure}", flush=True)
+    print(f"[tvm_env] {line}: prefixes {first}..{last}: {len(failed)} failed", flush=True)
+    return 1 if failed else 0
+
+
 def run_in(line: str, command: list) -> int:
     env = dict(os.environ)
     env["PATH"] = f"{venv_dir(line) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
@@ -408,6 +484,11 @@ def main(argv=None) -> int:
     test_parser = commands.add_parser("test")
     test_parser.add_argument("line")
     test_parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    prefix_parser = commands.add_parser("prefixes")
+    prefix_parser.add_argument("line")
+    prefix_parser.add_argument("--first", type=int, default=1)
+    prefix_parser.add_argument("--last", type=int)
+    prefix_parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     run_parser = commands.add_parser("run")
     run_parser.add_argument("line")
     run_parser.add_argument("cmd", nargs=argparse.REMAINDER)
@@ -422,6 +503,8 @@ def main(argv=None) -> int:
             print(venv_python(args.line))
         elif args.command == "test":
             return test(args.line, args.pytest_args)
+        elif args.command == "prefixes":
+            return prefixes(args.line, args.first, args.last, args.pytest_args)
         elif args.command == "run":
             if not args.cmd:
                 raise EnvError("run needs a command, e.g. `run legacy python ci/demo.py`")

@@ -326,8 +326,11 @@ def apply_series(
     on_patch: Optional[Callable[[Patch, List[Path]], None]] = None,
     touch: Optional[Callable[[Path], None]] = None,
     repo: Path = REPO,
+    limit: Optional[int] = None,
 ) -> List[Patch]:
     """Apply every patch of the flavor's series to ``root``, in order.
+
+    ``limit`` applies only the first ``limit`` patches (a prefix of the series).
 
     Returns
     -------
@@ -335,7 +338,7 @@ def apply_series(
         The patches applied.
     """
     flavor = Flavor(flavor_name, repo)
-    patches = load_series(repo, flavor_name)
+    patches = load_series(repo, flavor_name)[:limit]
     for patch in patches:
         changed = apply_patch(root, patch, flavor, layout, touch)
         if on_patch is not None:
@@ -379,8 +382,10 @@ class InstalledOverlay:
                     compiled.unlink()
         self.manifest_path.unlink(missing_ok=True)
 
-    def apply(self, flavor_name: str, repo: Path = REPO) -> List[Patch]:
-        """Restore, then apply the flavor's series; returns the patches applied."""
+    def apply(
+        self, flavor_name: str, repo: Path = REPO, limit: Optional[int] = None
+    ) -> List[Patch]:
+        """Restore, then apply the flavor's series (its first ``limit`` patches); returns them."""
         self.restore()
         manifest: Dict[str, bool] = {}
 
@@ -397,4 +402,6 @@ class InstalledOverlay:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self.manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
-        return apply_series(self.package_root, flavor_name, "package", touch=touch, repo=repo)
+        return apply_series(
+            self.package_root, flavor_name, "package", touch=touch, repo=repo, limit=limit
+        )
