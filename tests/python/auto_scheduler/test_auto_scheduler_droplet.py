@@ -109,14 +109,15 @@ def conv2d_state_with_compute_at(task, location):
     relu = task.compute_dag.tensors[-1]
     conv = relu.op.input_tensors[0]
     pad = conv.op.input_tensors[0]
-    _, ff, yy, _, _, _, _ = state[conv].iters
-    state.split(conv, ff, [8])
-    state.split(conv, yy, [7])
+    _, f_axis, y_axis, _, _, _, _ = state[conv].iters
+    state.split(conv, f_axis, [8])
+    state.split(conv, y_axis, [7])
     state.compute_at(pad, conv, state[conv].iters[location])
     return state
 
 
 def test_space_of_a_tiled_matmul():
+    """Space of a tiled matmul."""
     task = make_task(matmul_tensors())
     state = tiled_matmul_state(task)
     space = StateSpace(task, state)
@@ -144,6 +145,7 @@ def test_space_of_a_tiled_matmul():
 
 
 def test_space_compute_location():
+    """Space compute location."""
     task = make_task(conv2d_tensors())
     state = conv2d_state_with_compute_at(task, 3)
     space = StateSpace(task, state)
@@ -169,6 +171,7 @@ def test_space_compute_location():
 
 @pytest.mark.parametrize("workload", ["matmul", "conv2d"])
 def test_space_walk_proposes_valid_distinct_states(workload):
+    """Space walk proposes valid distinct states."""
     if workload == "matmul":
         task = make_task(matmul_tensors())
         state = tiled_matmul_state(task)
@@ -206,6 +209,7 @@ def test_space_walk_proposes_valid_distinct_states(workload):
 
 @tvm.testing.requires_llvm
 def test_output_checker_rejects_another_computation():
+    """Output checker rejects another computation."""
     task = make_task(matmul_tensors(64))
     other = make_task(matmul_transposed_tensors(64))
     checker = StateOutputChecker()
@@ -263,12 +267,12 @@ class RecordCollector(PythonBasedMeasureCallback):
         super().__init__()
         self.records = []
 
-    def callback(self, policy, inputs, results):
+    def callback(self, _policy, inputs, results):
         self.records.extend(zip(inputs, results))
 
 
-@pytest.fixture(scope="module")
-def explored(tmp_path_factory):
+@pytest.fixture(scope="module", name="explored")
+def fixture_explored(tmp_path_factory):
     """Explore a matmul and a conv2d with the auto-scheduler, then exploit them."""
     log_file = str(tmp_path_factory.mktemp("droplet") / "tuning.json")
     tasks = [make_task(matmul_tensors()), make_task(conv2d_tensors())]
@@ -314,7 +318,8 @@ def appended_records(log_file, before):
 
 
 @tvm.testing.requires_llvm
-def test_explore_then_exploit_appends_every_measured_state(explored):
+def test_explore_then_exploit_appends_every_state(explored):
+    """Explore then exploit appends every measured state."""
     tasks, log_file, results, collector = explored
     assert [result.workload_key for result in results] == [task.workload_key for task in tasks]
     lines = log_lines(log_file)
@@ -334,7 +339,11 @@ def test_explore_then_exploit_appends_every_measured_state(explored):
         own = [(inp, res) for inp, res in exploited if inp.task.workload_key == task.workload_key]
         assert len(own) == result.exploitation_trials
         start = min(
-            (record for record in collector.records if record[0].task.workload_key == task.workload_key),
+            (
+                record
+                for record in collector.records
+                if record[0].task.workload_key == task.workload_key
+            ),
             key=lambda record: mean_cost(record[1]) if record[1].error_no == 0 else float("inf"),
         )
         # The start is measured again first, alongside its challengers; nothing else twice.
@@ -375,6 +384,7 @@ def test_apply_best_returns_a_correct_schedule(explored):
 
 @tvm.testing.requires_llvm
 def test_exploit_an_existing_log(explored, tmp_path):
+    """Exploit an existing log."""
     tasks, source, _, _ = explored
     log_file = str(tmp_path / "copy.json")
     shutil.copy(source, log_file)
@@ -391,7 +401,9 @@ def test_exploit_an_existing_log(explored, tmp_path):
     assert sorted(result.workload_key for result in results) == sorted(counts)
     old_keys = {json.dumps(steps_of(inp)) for inp, _ in auto_scheduler.load_records(source)}
     starts = {
-        task.workload_key: json.dumps(steps_of(auto_scheduler.load_best_record(source, task.workload_key)[0]))
+        task.workload_key: json.dumps(
+            steps_of(auto_scheduler.load_best_record(source, task.workload_key)[0])
+        )
         for task in tasks
     }
     for inp, _ in appended:
@@ -399,7 +411,9 @@ def test_exploit_an_existing_log(explored, tmp_path):
         if key == starts[inp.task.workload_key]:
             continue  # the start, measured again once alongside its challengers
         assert key not in old_keys, "a state of the log was measured again"
-    assert sorted(json.dumps(steps_of(inp)) for inp, _ in appended if json.dumps(steps_of(inp)) in old_keys) == sorted(starts.values())
+    assert sorted(
+        json.dumps(steps_of(inp)) for inp, _ in appended if json.dumps(steps_of(inp)) in old_keys
+    ) == sorted(starts.values())
     for result in results:
         assert result.exploration_trials == counts[result.workload_key]
         assert result.exploitation_trials <= 4
@@ -439,6 +453,7 @@ def naive_matmul_state(task):
 
 @tvm.testing.requires_llvm
 def test_exploitation_improves_a_naive_state(tmp_path):
+    """Exploitation improves a naive state."""
     task = make_task(matmul_tensors())
     state = naive_matmul_state(task)
     options = tuning_options()
@@ -469,7 +484,8 @@ def test_exploitation_improves_a_naive_state(tmp_path):
 
 
 @tvm.testing.requires_llvm
-def test_exploitation_appends_exactly_what_it_measured_and_resumes(tmp_path, monkeypatch):
+def test_exploitation_appends_what_it_measured(tmp_path, monkeypatch):
+    """Exploitation appends exactly what it measured and resumes."""
     task = make_task(matmul_tensors())
     log_file = synthetic_log(tmp_path, task, tiled_matmul_state(task), cost=1e-12)
     origin = json.dumps(steps_of(auto_scheduler.MeasureInput(task, tiled_matmul_state(task))))
@@ -505,8 +521,8 @@ def test_exploitation_appends_exactly_what_it_measured_and_resumes(tmp_path, mon
 # ----------------------------------------------------------------- bad input
 
 
-@pytest.fixture
-def valid_log(tmp_path):
+@pytest.fixture(name="valid_log")
+def fixture_valid_log(tmp_path):
     task = make_task(matmul_tensors())
     return task, synthetic_log(tmp_path, task, tiled_matmul_state(task))
 
@@ -563,6 +579,7 @@ def test_line_that_is_not_a_record_is_refused(valid_log):
 
 
 def test_zero_budgets_are_refused(valid_log):
+    """Zero budgets are refused."""
     task, log_file = valid_log
     _assert_refused(
         log_file,
@@ -592,11 +609,15 @@ def test_zero_budgets_are_refused(valid_log):
         ({"pvalue": "0.05"}, "pvalue must be in"),
         ({"batch_size": 0}, "batch_size must be a positive number"),
         ({"batch_size": 2.5}, "batch_size must be a positive number"),
-        ({"tuning_options": {"runner": "local"}}, "tuning_options must be an auto_scheduler.TuningOptions"),
+        (
+            {"tuning_options": {"runner": "local"}},
+            "tuning_options must be an auto_scheduler.TuningOptions",
+        ),
         ({"tasks": []}, "empty list of tasks"),
     ],
 )
 def test_bad_settings_are_refused(valid_log, settings, message):
+    """Bad settings are refused."""
     _, log_file = valid_log
     arguments = {"tuning_options": tuning_options(), **settings}
     _assert_refused(
@@ -611,8 +632,11 @@ def test_bad_settings_are_refused(valid_log, settings, message):
             log_file,
             message,
             lambda: auto_scheduler.explore_and_exploit(
-                [valid_log[0]], log_file=log_file, exploration_trials=8,
-                exploitation_trials=8, **arguments
+                [valid_log[0]],
+                log_file=log_file,
+                exploration_trials=8,
+                exploitation_trials=8,
+                **arguments,
             ),
         )
     else:

@@ -113,7 +113,7 @@ class FaultInjectingBuild:
     def __init__(self, plan):
         self.plan = dict(plan)
 
-    def __call__(self, output, objects, options=None):
+    def __call__(self, output, objects, _options=None):
         tar.tar(output, objects)
 
     def __getstate__(self):
@@ -135,6 +135,7 @@ class FaultInjectingBuild:
         return None
 
     def inject(self, func, _mod, _ctx):
+        """Rewrite ``func`` as the fault the plan names for it asks (a lowering pass)."""
         fault = self.fault_of(func)
         if fault == "compile_error":
             raise RuntimeError("injected compile error")
@@ -229,7 +230,8 @@ def planned_fault(measure_input):
 
 
 @tvm.testing.requires_llvm
-def test_measurement_faults_are_recorded_and_never_best(tmp_path, caplog):
+def test_faults_are_recorded_and_never_best(tmp_path, caplog):
+    """Measurement faults are recorded and never best."""
     caplog.set_level(logging.DEBUG, logger="auto_scheduler")
     task = matmul_task()
     tuning_options = options(
@@ -276,7 +278,8 @@ def test_measurement_faults_are_recorded_and_never_best(tmp_path, caplog):
 
 
 @tvm.testing.requires_llvm
-def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(tmp_path, caplog):
+def test_all_invalid_neighbourhood_ends_the_search(tmp_path, caplog):
+    """All invalid neighbourhood ends the search with a log line."""
     caplog.set_level(logging.INFO, logger="auto_scheduler")
     task = matmul_task()
     log_file = measured_log(tmp_path / "invalid.json", task, tiled_state(task), options())
@@ -334,15 +337,20 @@ options = auto_scheduler.TuningOptions(
 target = tvm.target.Target("llvm")
 task = auto_scheduler.SearchTask(compute_dag=dag, workload_key=dag.workload_key(), target=target)
 results = auto_scheduler.droplet_exploit(
-    sys.argv[1], target, options, {trials}, batch_size=3, tasks=[task] if len(sys.argv) > 2 else None
+    sys.argv[1],
+    target,
+    options,
+    {trials},
+    batch_size=3,
+    tasks=[task] if len(sys.argv) > 2 else None,
 )
 print("exploited", sum(result.exploitation_trials for result in results), file=sys.stderr)
 """
 EXPLOIT_TRIALS = 6
 
 
-@pytest.fixture(scope="module")
-def origin_log(tmp_path_factory):
+@pytest.fixture(scope="module", name="origin_log")
+def fixture_origin_log(tmp_path_factory):
     """A log with one measured tiled matmul state."""
     task = matmul_task()
     return measured_log(
@@ -353,6 +361,7 @@ def origin_log(tmp_path_factory):
 @tvm.testing.requires_llvm
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_run_resumes_from_its_log(tmp_path, origin_log, stop_signal):
+    """Interrupted run resumes from its log."""
     script = tmp_path / "exploit.py"
     script.write_text(EXPLOIT_SCRIPT.format(size=SIZE, trials=EXPLOIT_TRIALS))
     log_file = tmp_path / "tuning.json"
@@ -426,7 +435,8 @@ def assert_refused(log_file, match, call):
 
 
 @tvm.testing.requires_llvm
-def test_cut_last_record_is_refused_like_tvm_readers_do(origin_log, tmp_path):
+def test_cut_last_record_is_refused(origin_log, tmp_path):
+    """Cut last record is refused like tvm readers do."""
     log_file = tmp_path / "cut.json"
     line = read_bytes(origin_log)
     log_file.write_bytes(line + line[: len(line) // 2])
@@ -480,6 +490,7 @@ def test_bad_budgets_are_refused(origin_log, budget):
 
 @tvm.testing.requires_llvm
 def test_records_of_another_workload_are_refused(origin_log):
+    """Records of another workload are refused."""
     a = te.placeholder((32, 32), name="A")
     b = te.placeholder((32, 32), name="B")
     c = te.compute((32, 32), lambda i, j: a[i, j] + b[i, j], name="C")

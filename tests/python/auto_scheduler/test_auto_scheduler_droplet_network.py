@@ -50,7 +50,8 @@ mod, params = relay.frontend.from_onnx(
     onnx_networks.make_model(spec), shape={onnx_networks.INPUT_NAME: spec.input_shape}
 )
 auto_scheduler.extract_tasks(mod["main"], params, target)
-options = auto_scheduler.TuningOptions(runner=auto_scheduler.LocalRunner(number=1, repeat=2, timeout=60))
+runner = auto_scheduler.LocalRunner(number=1, repeat=2, timeout=60)
+options = auto_scheduler.TuningOptions(runner=runner)
 results = auto_scheduler.droplet_exploit(log, target, options, trials, batch_size=trials)
 print(json.dumps({r.workload_key: [r.exploitation_trials, r.states_from_log] for r in results}))
 """
@@ -86,7 +87,8 @@ def logged_states(log):
 
 
 @tvm.testing.requires_llvm
-def test_network_explore_exploit_then_resume_in_a_fresh_process(tmp_path):
+def test_network_explore_exploit_then_resume(tmp_path):
+    """Network explore exploit then resume in a fresh process."""
     target = host_target()
     tasks = network_tasks("resnet18", target)[:TASKS]
     log = tmp_path / "ansor.json"
@@ -145,6 +147,7 @@ def test_network_without_tunable_task(tmp_path):
 
 @tvm.testing.requires_llvm
 def test_log_of_another_network(tmp_path):
+    """Log of another network."""
     target = host_target()
     resnet_task = network_tasks("resnet18", target)[0]
     log = tmp_path / "resnet.json"
@@ -155,7 +158,9 @@ def test_log_of_another_network(tmp_path):
             runner=auto_scheduler.LocalRunner(number=1, repeat=1, timeout=60),
             measure_callbacks=[auto_scheduler.RecordToFile(str(log))],
         ),
-        search_policy=auto_scheduler.SketchPolicy(resnet_task, params=dict(SEARCH_POLICY_PARAMS), verbose=0),
+        search_policy=auto_scheduler.SketchPolicy(
+            resnet_task, params=dict(SEARCH_POLICY_PARAMS), verbose=0
+        ),
     )
     content = log.read_bytes()
     mobilenet_tasks = network_tasks("mobilenet_v2", target)

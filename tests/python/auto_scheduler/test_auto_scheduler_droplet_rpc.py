@@ -71,6 +71,7 @@ def naive_state(task):
 
 @tvm.testing.requires_llvm
 def test_exploit_through_rpc_tracker(tmp_path, devices):
+    """Exploit through rpc tracker."""
     task = matmul_task()
     tuning_options = auto_scheduler.TuningOptions(
         builder=auto_scheduler.LocalBuilder(timeout=60),

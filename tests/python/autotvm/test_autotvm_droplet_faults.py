@@ -69,12 +69,12 @@ FAULTS = [
 ]
 
 
-def failing_assertion(ins, outs):
+def failing_assertion(ins, _outs):
     """The body of a kernel whose run-time assertion fails for any non-NaN input."""
     builder = tir.ir_builder.create()
     first = builder.buffer_ptr(ins[0])[0, 0]
     message = tir.StringImm("injected run-time fault")
-    builder.emit(tir.AssertStmt(first != first, message, tir.Evaluate(0)))
+    builder.emit(tir.AssertStmt(tir.isnan(first), message, tir.Evaluate(0)))
     return builder.get()
 
 
@@ -89,70 +89,70 @@ def faulty_matmul(size, slow_extent):
     cfg.define_knob("fault", FAULTS)
     cfg.define_knob("tile", [1, 4, 16])
     fault = cfg["fault"].val
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     if fault == "run_time_error":
-        C = te.extern((size, size), [A, B], failing_assertion, name="C", dtype="float32")
-        return te.create_schedule(C.op), [A, B, C]
+        c = te.extern((size, size), [a, b], failing_assertion, name="C", dtype="float32")
+        return te.create_schedule(c.op), [a, b, c]
     # The wrong kernel forgets the last term of each dot product.
     k = te.reduce_axis((0, size - 1 if fault == "wrong_result" else size), name="k")
     if fault == "run_timeout":
-        r = te.reduce_axis((0, slow_extent), name="r")
-        C = te.compute(
-            (size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=[r, k]), name="C"
+        r_axis = te.reduce_axis((0, slow_extent), name="r")
+        c = te.compute(
+            (size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=[r_axis, k]), name="C"
         )
     else:
-        C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    s[C].split(x, factor=cfg["tile"].val)
+        c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    y, x = s[c].op.axis
+    s[c].split(x, factor=cfg["tile"].val)
     if fault == "instantiation_error":
         cfg.raise_error("injected instantiation error")
     elif fault == "invalid_schedule":
         # A GPU thread binding on a CPU target: tvm.build rejects it.
-        s[C].bind(y, te.thread_axis("threadIdx.x"))
+        s[c].bind(y, te.thread_axis("threadIdx.x"))
     elif fault == "build_timeout":
         time.sleep(30 * BUILD_TIMEOUT)
-    return s, [A, B, C]
+    return s, [a, b, c]
 
 
 @autotvm.template("test_droplet_faults/fragile_matmul")
 def fragile_matmul(size):
     """A square matmul where every config but the untiled origin is invalid."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    y, x = s[c].op.axis
     cfg = autotvm.get_config()
     cfg.define_split("tile_y", y, num_outputs=2)
     cfg.define_split("tile_x", x, num_outputs=2)
-    cfg["tile_y"].apply(s, C, y)
-    cfg["tile_x"].apply(s, C, x)
+    cfg["tile_y"].apply(s, c, y)
+    cfg["tile_x"].apply(s, c, x)
     if cfg["tile_y"].size[-1] * cfg["tile_x"].size[-1] != 1:
         cfg.raise_error("only the untiled matmul is valid")
-    return s, [A, B, C]
+    return s, [a, b, c]
 
 
 @autotvm.template("test_droplet_faults/matmul")
 def matmul(size):
     """A square matmul with one split per axis."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    y, x = s[c].op.axis
     cfg = autotvm.get_config()
     cfg.define_split("tile_y", y, num_outputs=2)
     cfg.define_split("tile_x", x, num_outputs=2)
-    cfg.define_split("tile_k", s[C].op.reduce_axis[0], num_outputs=2)
-    yo, yi = cfg["tile_y"].apply(s, C, y)
-    xo, xi = cfg["tile_x"].apply(s, C, x)
-    ko, ki = cfg["tile_k"].apply(s, C, s[C].op.reduce_axis[0])
-    s[C].reorder(yo, xo, ko, ki, yi, xi)
-    return s, [A, B, C]
+    cfg.define_split("tile_k", s[c].op.reduce_axis[0], num_outputs=2)
+    y_outer, y_inner = cfg["tile_y"].apply(s, c, y)
+    x_outer, x_inner = cfg["tile_x"].apply(s, c, x)
+    k_outer, k_inner = cfg["tile_k"].apply(s, c, s[c].op.reduce_axis[0])
+    s[c].reorder(y_outer, x_outer, k_outer, k_inner, y_inner, x_inner)
+    return s, [a, b, c]
 
 
 class ReferenceCheckingRunner(autotvm.LocalRunner):
@@ -229,7 +229,8 @@ def read_log(path):
 
 
 @tvm.testing.requires_llvm
-def test_measurement_faults_are_recorded_and_never_best(tmp_path):
+def test_faults_are_recorded_and_never_best(tmp_path):
+    """Measurement faults are recorded and never best."""
     size = 64
     log = str(tmp_path / "faults.log")
     task = autotvm.task.create(
@@ -297,7 +298,8 @@ def test_measurement_faults_are_recorded_and_never_best(tmp_path):
 
 
 @tvm.testing.requires_llvm
-def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(tmp_path, caplog):
+def test_all_invalid_neighbourhood_ends_the_search(tmp_path, caplog):
+    """All invalid neighbourhood ends the search with a log line."""
     caplog.set_level(logging.INFO, logger="autotvm")
     log = str(tmp_path / "fragile.log")
     task = autotvm.task.create("test_droplet_faults/fragile_matmul", args=(64,), target=TARGET)
@@ -382,6 +384,7 @@ print("measured", len(measured), file=sys.stderr)
 @tvm.testing.requires_llvm
 @pytest.mark.parametrize("stop_signal", [signal.SIGINT, signal.SIGKILL], ids=["SIGINT", "SIGKILL"])
 def test_interrupted_run_resumes_from_its_log(tmp_path, stop_signal):
+    """Interrupted run resumes from its log."""
     script = tmp_path / "tune.py"
     script.write_text(TUNING_SCRIPT)
     log = tmp_path / "tune.log"
@@ -469,7 +472,8 @@ class InterruptingBuilder(autotvm.LocalBuilder):
 
 
 @tvm.testing.requires_llvm
-def test_tune_again_after_keyboard_interrupt_in_the_same_process(tmp_path):
+def test_tune_again_after_keyboard_interrupt(tmp_path):
+    """Tune again after keyboard interrupt in the same process."""
     log = str(tmp_path / "matmul.log")
     task = autotvm.task.create("test_droplet_faults/matmul", args=(64,), target=TARGET)
     tuner = DropletTuner(task, batch_size=4)
@@ -534,6 +538,7 @@ def assert_fresh(tuner):
     ],
 )
 def test_bad_start_position_is_named(start_position, error, message):
+    """Bad start position is named."""
     with pytest.raises(error, match=message):
         DropletTuner(matmul_task(), start_position=start_position)
 
@@ -555,12 +560,14 @@ def test_numpy_start_position_is_accepted():
     ],
 )
 def test_bad_options_are_named(options, message):
+    """Bad options are named."""
     with pytest.raises(ValueError, match=message):
         DropletTuner(matmul_task(), **options)
 
 
 @pytest.mark.parametrize("n_trial", [0, -3, True, 2.5, "10"])
 def test_no_budget_is_an_error_and_writes_nothing(tmp_path, monkeypatch, n_trial):
+    """No budget is an error and writes nothing."""
     # Tuner.tune measures nothing for such a budget, then reports that no valid
     # schedule exists and writes an error file to the temporary directory.
     option = measure_option()
@@ -573,7 +580,7 @@ def test_no_budget_is_an_error_and_writes_nothing(tmp_path, monkeypatch, n_trial
             measure_option=option,
             callbacks=[autotvm.callback.log_to_file(str(log))],
         )
-    assert list(tmp_path.iterdir()) == []
+    assert not list(tmp_path.iterdir())
     assert not autotvm.GLOBAL_SCOPE.in_tuning
     assert_fresh(tuner)
 
@@ -631,9 +638,17 @@ def insert_record_of_unknown_target(path, line_number):
         (lambda path: insert_line(path, 2, b'["llvm", "matmul", [64], {}]\n'), 2),
         (lambda path: insert_record_of_unknown_target(path, 3), 3),
     ],
-    ids=["cut-last-record", "blank-line", "garbage-line", "not-a-record", "json-list", "bad-target"],
+    ids=[
+        "cut-last-record",
+        "blank-line",
+        "garbage-line",
+        "not-a-record",
+        "json-list",
+        "bad-target",
+    ],
 )
 def test_unreadable_log_is_named_and_left_alone(tmp_path, damage, line_number):
+    """Unreadable log is named and left alone."""
     task = matmul_task()
     log = tmp_path / "matmul.log"
     write_records(log, task, 3)
@@ -644,7 +659,11 @@ def test_unreadable_log_is_named_and_left_alone(tmp_path, damage, line_number):
         list(autotvm.record.load_from_file(str(log)))
 
     tuner = DropletTuner(task)
-    named = f"(^line {line_number} of the AutoTVM log {re.escape(str(log))} is not|^the AutoTVM log {re.escape(str(log))} does not end with a newline: its last record \\(line {line_number}\\))"
+    path = re.escape(str(log))
+    named = (
+        f"(^line {line_number} of the AutoTVM log {path} is not|^the AutoTVM log {path} "
+        f"does not end with a newline: its last record \\(line {line_number}\\))"
+    )
     with pytest.raises(ValueError, match=named):
         tuner.load_history(str(log))
     with pytest.raises(ValueError, match=f"cannot be read after {line_number - 1} records: the"):
@@ -653,7 +672,8 @@ def test_unreadable_log_is_named_and_left_alone(tmp_path, damage, line_number):
     assert_fresh(tuner)
 
 
-def test_records_of_other_workloads_and_targets_are_ignored_and_said(tmp_path, caplog):
+def test_other_workloads_and_targets_are_ignored(tmp_path, caplog):
+    """Records of other workloads and targets are ignored and said."""
     caplog.set_level(logging.INFO, logger="autotvm")
     log = tmp_path / "others.log"
     write_records(log, matmul_task(size=32), 3)
@@ -692,7 +712,8 @@ def test_records_of_other_workloads_and_targets_are_ignored_and_said(tmp_path, c
     assert "from 2 measured configs (0 failed); best so far: config 1" in caplog.text
 
 
-def test_records_not_in_the_space_are_skipped_and_said(tmp_path, caplog):
+def test_records_not_in_the_space_are_skipped(tmp_path, caplog):
+    """Records not in the space are skipped and said."""
     caplog.set_level(logging.INFO, logger="autotvm")
     task = matmul_task()
     log = tmp_path / "matmul.log"

@@ -43,21 +43,21 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 @autotvm.template("test_droplet_rpc/matmul")
 def matmul(size):
     """A square matmul with one split per axis."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    y, x = s[c].op.axis
     cfg = autotvm.get_config()
     cfg.define_split("tile_y", y, num_outputs=2)
     cfg.define_split("tile_x", x, num_outputs=2)
     cfg.define_split("tile_k", k, num_outputs=2)
-    yo, yi = cfg["tile_y"].apply(s, C, y)
-    xo, xi = cfg["tile_x"].apply(s, C, x)
-    ko, ki = cfg["tile_k"].apply(s, C, k)
-    s[C].reorder(yo, xo, ko, ki, yi, xi)
-    return s, [A, B, C]
+    y_outer, y_inner = cfg["tile_y"].apply(s, c, y)
+    x_outer, x_inner = cfg["tile_x"].apply(s, c, x)
+    k_outer, k_inner = cfg["tile_k"].apply(s, c, k)
+    s[c].reorder(y_outer, x_outer, k_outer, k_inner, y_inner, x_inner)
+    return s, [a, b, c]
 
 
 @pytest.fixture(name="devices")
@@ -100,6 +100,7 @@ def assert_best_matches_numpy(log):
 
 @tvm.testing.requires_llvm
 def test_tune_through_rpc_tracker(tmp_path, devices):
+    """Tune through rpc tracker."""
     log = str(tmp_path / "matmul.log")
     n_trial = 6
     tuner = DropletTuner(matmul_task())
@@ -137,6 +138,7 @@ def test_tune_through_rpc_tracker(tmp_path, devices):
 
 @tvm.testing.requires_llvm
 def test_tuning_goes_on_when_a_device_is_lost(tmp_path, devices):
+    """Tuning goes on when a device is lost."""
     log = str(tmp_path / "matmul.log")
     n_trial = 6
     measured = []

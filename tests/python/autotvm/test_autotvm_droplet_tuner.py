@@ -52,13 +52,13 @@ def inner_tile_area(entity):
 @autotvm.template("test_droplet_tuner/matmul")
 def matmul(size, space_kind):
     """A square matmul with one split per axis; ``space_kind`` "filtered" adds filters."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    s = te.create_schedule(C.op)
-    y, x = s[C].op.axis
-    (k,) = s[C].op.reduce_axis
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    s = te.create_schedule(c.op)
+    y, x = s[c].op.axis
+    (k,) = s[c].op.reduce_axis
 
     cfg = autotvm.get_config()
     cfg.define_split("tile_y", y, num_outputs=2)
@@ -71,21 +71,21 @@ def matmul(size, space_kind):
         cfg.define_split("tile_x", x, num_outputs=2)
     cfg.define_split("tile_k", k, num_outputs=2)
 
-    yo, yi = cfg["tile_y"].apply(s, C, y)
-    xo, xi = cfg["tile_x"].apply(s, C, x)
-    ko, ki = cfg["tile_k"].apply(s, C, k)
-    s[C].reorder(yo, xo, ko, ki, yi, xi)
-    return s, [A, B, C]
+    y_outer, y_inner = cfg["tile_y"].apply(s, c, y)
+    x_outer, x_inner = cfg["tile_x"].apply(s, c, x)
+    k_outer, k_inner = cfg["tile_k"].apply(s, c, k)
+    s[c].reorder(y_outer, x_outer, k_outer, k_inner, y_inner, x_inner)
+    return s, [a, b, c]
 
 
 @autotvm.template("test_droplet_tuner/add")
 def vector_add(size):
     """A template without knobs."""
-    A = te.placeholder((size,), name="A")
-    B = te.placeholder((size,), name="B")
-    C = te.compute((size,), lambda i: A[i] + B[i], name="C")
+    a = te.placeholder((size,), name="A")
+    b = te.placeholder((size,), name="B")
+    c = te.compute((size,), lambda i: a[i] + b[i], name="C")
     autotvm.get_config()
-    return te.create_schedule(C.op), [A, B, C]
+    return te.create_schedule(c.op), [a, b, c]
 
 
 def matmul_task(size=64, space_kind="plain"):
@@ -166,17 +166,16 @@ def test_multi_filter():
         filter=lambda entity: 0 <= (entity["tile_x"].size[1] * entity["tile_y"].size[1]) < 1024
     )
     tuner = autotvm.tuner.DropletTuner(task)
-    valid_indexes = list(
-        filter(lambda idx: tuner.space.is_index_valid(idx), range(tuner.space.range_length))
-    )
+    valid_indexes = list(filter(tuner.space.is_index_valid, range(tuner.space.range_length)))
     assert tuner.visited.issubset(valid_indexes)
 
-    measure_option = autotvm.measure_option(builder=autotvm.LocalBuilder(), runner=DummyRunner())
-    tuner.tune(n_trial=8, measure_option=measure_option)
+    option = autotvm.measure_option(builder=autotvm.LocalBuilder(), runner=DummyRunner())
+    tuner.tune(n_trial=8, measure_option=option)
     assert tuner.visited.issubset(valid_indexes)
 
 
 def test_constructor_keeps_upstream_defaults():
+    """Constructor keeps upstream defaults."""
     parameters = inspect.signature(DropletTuner).parameters
     assert list(parameters)[:3] == ["task", "start_position", "pvalue"]
     assert parameters["start_position"].default is None
@@ -221,6 +220,7 @@ def test_bad_arguments_are_named():
 
 @pytest.mark.parametrize("batch_size", [1, 4, 16])
 def test_bowl_cost_converges_to_its_optimum(batch_size):
+    """Bowl cost converges to its optimum."""
     task = matmul_task()
     optimum = [5, 2, 4]
     tuner = DropletTuner(task, handover=None)
@@ -235,6 +235,7 @@ def test_bowl_cost_converges_to_its_optimum(batch_size):
 
 @pytest.mark.parametrize("batch_size", [1, 5])
 def test_never_proposes_a_filtered_out_config(batch_size):
+    """Never proposes a filtered out config."""
     task = matmul_task(space_kind="filtered")
     space = task.config_space
     assert not space.is_index_valid(0), "the cross-knob filter rejects the origin"
@@ -259,6 +260,7 @@ def test_never_proposes_a_filtered_out_config(batch_size):
 
 @pytest.mark.parametrize("batch_size", [2, 7])
 def test_each_config_is_measured_once(batch_size):
+    """Each config is measured once."""
     task = matmul_task()
 
     def costs(config):
@@ -274,6 +276,7 @@ def test_each_config_is_measured_once(batch_size):
 
 
 def test_failed_results_in_a_batch_never_become_best():
+    """Failed results in a batch never become best."""
     task = matmul_task()
     space = task.config_space
     optimum = [3, 3, 3]
@@ -308,7 +311,8 @@ def test_all_failing_neighbourhood_stops_the_search():
     assert "failed" in tuner.search.stop_reason
 
 
-def test_handover_goes_on_after_convergence_with_every_measurement():
+def test_handover_goes_on_after_convergence():
+    """Handover goes on after convergence with every measurement."""
     task = matmul_task()
     space = task.config_space
     cost = bowl(task, [5, 2, 4])
@@ -330,7 +334,8 @@ def test_handover_goes_on_after_convergence_with_every_measurement():
     assert tuner.best_choice[2] == cost(space.get(best))
 
 
-def test_fallback_config_of_a_topi_template_is_the_default_start():
+def test_topi_fallback_config_is_the_default_start():
+    """Fallback config of a topi template is the default start."""
     data = ("TENSOR", (1, 16, 14, 14), "float32")
     kernel = ("TENSOR", (16, 16, 3, 3), "float32")
     task = autotvm.task.create(
@@ -349,11 +354,14 @@ def test_fallback_config_of_a_topi_template_is_the_default_start():
         else:
             assert first[name].val == fallback[name].val, name
     # An explicit start still wins, as upstream's start_position.
-    (origin,) = DropletTuner(task, start_position=[0] * len(task.config_space.space_map)).next_batch(1)
+    (origin,) = DropletTuner(
+        task, start_position=[0] * len(task.config_space.space_map)
+    ).next_batch(1)
     assert origin.index == 0
 
 
 def test_batch_size_is_respected():
+    """Batch size is respected."""
     task = matmul_task()
     cost = bowl(task, [6, 6, 6])
 
@@ -425,6 +433,7 @@ def check_apply_best(log, size):
 
 @tvm.testing.requires_llvm
 def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
+    """Tune matmul applies best and matches numpy."""
     log = str(tmp_path / "matmul.log")
     size = 64
     n_trial = 6
@@ -441,7 +450,7 @@ def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
 
 
 @tvm.testing.requires_llvm
-def test_tuner_tune_resets_the_tuning_flag_when_interrupted():
+def test_tune_resets_the_tuning_flag():
     """Tuner.tune (of every tuner) resets GLOBAL_SCOPE.in_tuning however tuning ends."""
 
     def interrupt(_tuner, _inputs, _results):
@@ -470,6 +479,7 @@ def test_tune_task_without_knobs():
 
 
 def test_resume_from_log_measures_nothing_twice(tmp_path):
+    """Resume from log measures nothing twice."""
     log = str(tmp_path / "matmul.log")
     task = matmul_task()
     space = task.config_space
@@ -481,7 +491,6 @@ def test_resume_from_log_measures_nothing_twice(tmp_path):
 
     def costs(config):
         return None if failing(config) else clean_costs(config)
-
 
     first = drive(
         DropletTuner(task), costs, 4, n_trial=12, callbacks=[autotvm.callback.log_to_file(log)]
@@ -520,6 +529,7 @@ def test_resume_from_log_measures_nothing_twice(tmp_path):
 
 @tvm.testing.requires_llvm
 def test_tune_resumes_from_its_log(tmp_path):
+    """Tune resumes from its log."""
     log = str(tmp_path / "matmul.log")
     size = 64
     n_trial = 4

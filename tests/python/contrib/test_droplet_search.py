@@ -59,6 +59,7 @@ def run(search, cost, batch_size):
 @pytest.mark.parametrize("batch_size", [1, 3, 8, 64])
 @pytest.mark.parametrize("diagonals", [False, True])
 def test_converges_to_bowl_optimum(batch_size, diagonals):
+    """Converges to bowl optimum."""
     optimum = (5, 2, 7)
     search = DropletSearch((10, 10, 10), diagonals=diagonals)
     proposed = run(search, bowl(optimum), batch_size)
@@ -69,7 +70,8 @@ def test_converges_to_bowl_optimum(batch_size, diagonals):
     assert len(proposed) < 10 * 10 * 10 / 4, "droplet search should not enumerate the space"
 
 
-def test_first_batch_holds_start_and_radius_one_neighbours():
+def test_first_batch_is_start_and_neighbours():
+    """First batch holds start and radius one neighbours."""
     search = DropletSearch((4, 4), start=(1, 2))
     assert search.ask(5) == [(1, 2), (2, 2), (0, 2), (1, 3), (1, 1)]
 
@@ -83,7 +85,9 @@ def test_diagonal_valley_needs_diagonal_moves():
     assert search.best[0] == (20, 20)
 
 
-def test_plateau_around_the_start_is_crossed_by_growing_steps():
+def test_plateau_is_crossed_by_growing_steps():
+    """Plateau around the start is crossed by growing steps."""
+
     def plateau(point):
         x, y = point
         base = 1.0 if max(x, y) < 5 else 0.5 + 0.01 * ((x - 9) ** 2 + (y - 9) ** 2)
@@ -123,6 +127,7 @@ def test_invalid_start_and_seeds_are_rejected():
     ],
 )
 def test_bad_parameters(kwargs, message):
+    """Bad parameters."""
     with pytest.raises(ValueError, match=message):
         DropletSearch((2, 2), **kwargs)
     with pytest.raises(ValueError, match="at least one value"):
@@ -147,6 +152,7 @@ def test_costs_must_be_finite_and_non_negative(bad):
 
 
 def test_failures_never_become_best():
+    """Failures never become best."""
     optimum = (3, 3)
     cost = bowl(optimum)
     search = DropletSearch((8, 8))
@@ -177,7 +183,8 @@ def test_all_invalid_neighbourhood_stops_at_the_limit():
     assert len(proposed) == 6, "the limit is checked per measurement, the round is completed"
 
 
-def test_uncounted_tells_spend_neither_budget_nor_failure_limit():
+def test_uncounted_tells_spend_no_budget():
+    """Uncounted tells spend neither budget nor failure limit."""
     search = DropletSearch((20, 20), budget=5, failure_limit=2)
     told = 0
     while not search.finished:
@@ -208,6 +215,7 @@ def test_space_without_dimensions():
 
 
 def test_observe_resumes_without_remeasuring():
+    """Observe resumes without remeasuring."""
     optimum = (4, 1, 3)
     cost = bowl(optimum)
     first = DropletSearch((6, 6, 6))
@@ -225,7 +233,8 @@ def test_observe_resumes_without_remeasuring():
     assert resumed.best[0] == optimum
 
 
-def test_an_observed_centre_can_be_measured_again_alongside_its_challengers():
+def test_observed_centre_is_measured_again():
+    """An observed centre can be measured again alongside its challengers."""
     search = DropletSearch((5, 5))
     search.observe((2, 2), [1.0, 1.0, 1.0], remeasure=True)  # measured under lighter load
     batch = search.ask(5)
@@ -250,7 +259,7 @@ def test_noisy_flat_landscape_moves_at_about_pvalue():
     assert 0.055 < moves / 400 < 0.145, f"false moves {moves / 400:.3f} at pvalue 0.1"
 
 
-def test_single_costs_are_compared_by_mean_and_said_once(caplog):
+def test_single_costs_are_compared_by_mean(caplog):
     """A runner that measures once (the default of Ansor's and MetaSchedule's runners)
     leaves no variance to test: a lower mean is accepted, and the log says so once."""
     caplog.set_level(logging.WARNING, logger="droplet_search")
@@ -263,7 +272,11 @@ def test_single_costs_are_compared_by_mean_and_said_once(caplog):
     # With repeats, the same differences under 5% noise do not pass the test.
     noisy = DropletSearch((9,))
     rng = np.random.default_rng(0)
-    run(noisy, lambda point: list(1.0 + abs(point[0] - 6) * 0.001 + 0.05 * rng.standard_normal(3)), 2)
+    run(
+        noisy,
+        lambda point: list(1.0 + abs(point[0] - 6) * 0.001 + 0.05 * rng.standard_normal(3)),
+        2,
+    )
     assert noisy.best[0] != (6,) or noisy.moves < search.moves
 
 
@@ -289,7 +302,8 @@ def test_rugged_cost_reaches_an_axis_local_minimum():
         assert table[(other, y)][0] >= costs[0] and table[(x, other)][0] >= costs[0]
 
 
-def test_contenders_are_those_that_could_become_best_or_centre():
+def test_contenders_could_become_best_or_centre():
+    """Contenders are those that could become best or centre."""
     search = DropletSearch((5, 5))
     batch = search.ask(2)
     search.tell(batch[0], [1.0, 1.0, 1.01])
@@ -303,6 +317,7 @@ def test_contenders_are_those_that_could_become_best_or_centre():
 
 
 def test_driver_measures_each_program_once():
+    """Driver measures each program once."""
     # Points (x, y) and (x, y') with y, y' >= 3 are the same program.
     identify = lambda point: (point[0], min(point[1], 3))
     cost = lambda point: bowl((4, 1))(identify(point))
@@ -310,7 +325,7 @@ def test_driver_measures_each_program_once():
     driver = BatchDriver(search, batch_size=4, identify=identify)
     measured = []
 
-    def evaluate(points, contends):
+    def evaluate(points, _contends):
         measured.extend(identify(point) for point in points)
         return [cost(point) for point in points]
 
@@ -320,7 +335,8 @@ def test_driver_measures_each_program_once():
     assert identify(search.best[0]) == (4, 1)
 
 
-def test_driver_reuses_observed_programs_and_remeasures_a_stale_centre():
+def test_driver_reuses_observed_programs():
+    """Driver reuses observed programs and remeasures a stale centre."""
     cost = bowl((2, 2))
     search = DropletSearch((6, 6))
     driver = BatchDriver(search, batch_size=3)
@@ -328,7 +344,7 @@ def test_driver_reuses_observed_programs_and_remeasures_a_stale_centre():
     driver.observe((1, 0), cost((1, 0)))
     batches = []
 
-    def evaluate(points, contends):
+    def evaluate(points, _contends):
         batches.append(list(points))
         return [cost(point) for point in points]
 
@@ -347,13 +363,16 @@ def test_driver_checks_the_number_of_results():
 
 
 def test_output_difference():
+    """Output difference."""
     reference = [np.arange(6, dtype="float32").reshape(2, 3)]
     assert output_difference([reference[0] + 1e-6], reference) is None
     wrong = reference[0].copy()
     wrong[1, 2] = -1.0
     assert "1 of 6 values of output 0 differ" in output_difference([wrong], reference)
     assert "float32[3, 2], expected float32[2, 3]" in output_difference([wrong.T], reference)
-    assert "dtype" not in (output_difference([reference[0].astype("float64")], reference) or "dtype")
+    assert "dtype" not in (
+        output_difference([reference[0].astype("float64")], reference) or "dtype"
+    )
     integers = [np.arange(4, dtype="int32")]
     assert output_difference([integers[0] + 1], integers, 0.5) is not None
     assert "2 outputs, expected 1" in output_difference(reference * 2, reference)
@@ -372,7 +391,10 @@ def test_random_inputs_are_reproducible():
 
 
 def test_error_summary_names_what_failed():
-    traceback = "Traceback (most recent call last):\n  1: foo\n  File x.cc\nTVMError: Check failed: a == b\n"
+    traceback = (
+        "Traceback (most recent call last):\n  1: foo\n  File x.cc\n"
+        "TVMError: Check failed: a == b\n"
+    )
     assert error_summary(RuntimeError(traceback)) == "TVMError: Check failed: a == b"
     assert error_summary(RuntimeError("first\nlast")) == "last"
     assert error_summary(RuntimeError("")) == "RuntimeError"

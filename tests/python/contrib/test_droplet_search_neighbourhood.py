@@ -35,7 +35,8 @@ def walk_points(walk):
         points.append(point)
 
 
-def test_axis_moves_grow_by_radius_and_never_leave_the_box():
+def test_axis_moves_grow_and_stay_in_the_box():
+    """Axis moves grow by radius and never leave the box."""
     walk = Walk((1, 0), (3, 2), DirectionScores((3, 2)).order())
     # Radius 1: up and down along each axis, up first; radius 2: what still fits.
     assert walk_points(walk) == [(2, 0), (0, 0), (1, 1)]
@@ -43,7 +44,8 @@ def test_axis_moves_grow_by_radius_and_never_leave_the_box():
     assert walk_points(walk) == [(1, 0), (2, 0), (3, 0)], "a dimension of size 1 has no moves"
 
 
-def test_rewarded_directions_are_walked_first_and_decay():
+def test_rewarded_directions_come_first_and_decay():
+    """Rewarded directions are walked first and decay."""
     scores = DirectionScores((5, 5))
     assert scores.order() == [(0, 1), (0, -1), (1, 1), (1, -1)]
     scores.reward((1, -1), 0.2)
@@ -52,13 +54,15 @@ def test_rewarded_directions_are_walked_first_and_decay():
     assert scores.order()[:2] == [(0, -1), (1, -1)]
 
 
-def test_promoted_points_come_first_when_inside_the_box():
+def test_promoted_points_come_first():
+    """Promoted points come first when inside the box."""
     walk = Walk((1, 1), (3, 3), DirectionScores((3, 3)).order())
     walk.promote([(2, 2), (3, 3), (1, 1), (0, 2)])
     assert walk_points(walk)[:2] == [(2, 2), (0, 2)]
 
 
-def test_pairs_combine_the_best_measured_axis_moves_of_a_radius():
+def test_pairs_combine_the_best_axis_moves():
+    """Pairs combine the best measured axis moves of a radius."""
     centre = (2, 2, 2)
     walk = Walk(centre, (5, 5, 5), DirectionScores((5, 5, 5)).order())
     gains = {(3, 2, 2): 0.3, (1, 2, 2): -0.1, (2, 3, 2): 0.2, (2, 2, 1): 0.1}

@@ -22,7 +22,7 @@ import tvm.testing
 from tvm import meta_schedule as ms
 
 
-def test_loggers_of_a_work_dir_beside_an_unnamed_handler(tmp_path):
+def test_work_dir_loggers_beside_unnamed_handler(tmp_path):
     """An application (or pytest) may attach handlers without a name to tvm.meta_schedule."""
     global_logger = logging.getLogger("tvm.meta_schedule")
     unnamed = logging.StreamHandler()

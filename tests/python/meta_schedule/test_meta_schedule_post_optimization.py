@@ -59,11 +59,11 @@ POST_TRIALS = 12
 
 def matmul(size: int = SIZE) -> tvm.IRModule:
     """C = A @ B for square float32 matrices."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def runner(repeat: int = 3) -> ms.runner.Runner:
@@ -211,7 +211,7 @@ def poor_point(space):
 
 
 @tvm.testing.requires_llvm
-def test_post_optimize_improves_a_poor_record_measuring_each_program_once(tuned, builder):
+def test_post_optimize_improves_a_poor_record(tuned, builder):
     """From a poor schedule, post-optimization commits a faster one to a memory database."""
     _, tuned_database, _ = tuned
     record = best_record(tuned_database, matmul())
@@ -302,7 +302,8 @@ def database_files(work_dir):
         ("task_target", "target mismatch"),
     ],
 )
-def test_bad_input_raises_and_leaves_database_untouched(tuned, case, message):
+def test_bad_input_leaves_the_database_untouched(tuned, case, message):
+    """Bad input raises and leaves database untouched."""
     work_dir, _, _ = tuned
     before = database_files(work_dir)
     database = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)

@@ -24,9 +24,7 @@ wrong result fast).  Interrupted runs are real processes stopped by SIGINT and
 SIGKILL, then started again on the same JSON database.
 """
 
-import json
 import logging
-import os
 import re
 import signal
 import sys
@@ -73,14 +71,14 @@ def matmul(size=SIZE, reduction=None, slow_extent=None):
     ``reduction`` shortens the reduction (a wrong, fast kernel); ``slow_extent``
     repeats it that many times (a kernel far slower than any run timeout).
     """
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, reduction or size), name="k")
     axes = [k]
     if slow_extent:
         axes.append(te.reduce_axis((0, slow_extent), name="r"))
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=axes), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=axes), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def plain_build(mod, target, _params=None):
@@ -242,7 +240,8 @@ def records_by_program(database):
 
 
 @tvm.testing.requires_llvm
-def test_measurement_faults_are_recorded_and_never_best(start, messages):
+def test_faults_are_recorded_and_never_best(start, messages):
+    """Measurement faults are recorded and never best."""
     batch_size = 1 + len(FAULTS) + 4
     programs = start.first_batch(batch_size)
     assert len(programs) >= 1 + len(FAULTS) + 1, "the first batch has room for correct ones"
@@ -341,7 +340,12 @@ def test_failed_records_are_not_measured_again(start):
             return self.inner.build(build_inputs)
 
     (result,) = post_optimize(
-        database, 6, tasks=[start.context], builder=RecordingBuilder(), runner=runner(), batch_size=4
+        database,
+        6,
+        tasks=[start.context],
+        builder=RecordingBuilder(),
+        runner=runner(),
+        batch_size=4,
     )
     assert result.reused == 2, "the start and the failed program come from the database"
     assert failed_program not in built
@@ -349,7 +353,8 @@ def test_failed_records_are_not_measured_again(start):
 
 
 @tvm.testing.requires_llvm
-def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messages):
+def test_all_invalid_neighbourhood_ends_the_search(start, messages):
+    """All invalid neighbourhood ends the search with a log line."""
     database = start.database()
     failure_limit = 2 * len(start.space.dims)
     # Every candidate fails to build; batches of a few programs.
@@ -372,25 +377,30 @@ def test_all_invalid_neighbourhood_ends_the_search_with_a_log_line(start, messag
     stops = [
         record.getMessage()
         for record in messages.records
-        if record.name.startswith(POST_OPTIMIZATION_LOGGER) and "all-invalid neighbourhood" in record.getMessage()
+        if record.name.startswith(POST_OPTIMIZATION_LOGGER)
+        and "all-invalid neighbourhood" in record.getMessage()
     ]
     assert stops[0] == (
         f"Post-optimization of main: Droplet search finished after {failure_limit} "
-        f"measurements: the last {failure_limit} measurements all failed (all-invalid neighbourhood)"
+        f"measurements: the last {failure_limit} measurements all failed "
+        "(all-invalid neighbourhood)"
     )
     records = database.get_all_tuning_records()
     assert len(records) == 1 + result.measured
     assert sum(seconds(record.run_secs) == [FAILED] for record in records) == failed
-    assert trace_key(records[0].trace) == trace_key(records[1].trace) == trace_key(start.schedule.trace)
+    assert (
+        trace_key(records[0].trace)
+        == trace_key(records[1].trace)
+        == trace_key(start.schedule.trace)
+    )
 
 
-
-def test_output_check_is_switched_off_once_for_code_this_machine_cannot_run(messages):
+def test_output_check_off_for_foreign_code(messages):
     """Candidates for a cross target (measured on remote devices) cannot be checked here."""
     cross = tvm.target.Target({"kind": "llvm", "mtriple": "riscv64-unknown-linux-gnu"})
-    A = te.placeholder((SIZE,), name="A")
-    B = te.compute((SIZE,), lambda i: A[i] * 2.0, name="B")
-    double = tvm.IRModule({"main": te.create_prim_func([A, B]).with_attr("global_symbol", "main")})
+    a = te.placeholder((SIZE,), name="A")
+    b = te.compute((SIZE,), lambda i: a[i] * 2.0, name="B")
+    double = tvm.IRModule({"main": te.create_prim_func([a, b]).with_attr("global_symbol", "main")})
     check = OutputCheck(Schedule(double), cross, "main", builder())
     # The check never gets to the candidate's artifact: it needs the start's outputs first.
     assert check.mismatch("no-such-artifact.tar") is None
@@ -497,6 +507,7 @@ def post_optimization_records(work_dir, start_lines):
 
 @tvm.testing.requires_llvm
 def test_interrupted_run_resumes_from_its_database(tmp_path, start):
+    """Interrupted run resumes from its database."""
     script, work_dir = script_and_work_dir(tmp_path)
     start.database(work_dir)
     start_lines = record_lines(work_dir).count(b"\n")
@@ -536,7 +547,7 @@ def test_interrupted_run_resumes_from_its_database(tmp_path, start):
 
 
 @tvm.testing.requires_llvm
-def test_two_processes_post_optimizing_into_one_database(tmp_path, start):
+def test_two_processes_into_one_database(tmp_path, start):
     """Two post-optimizations of different workloads append to one JSON database at once."""
     script, work_dir = script_and_work_dir(tmp_path)
     starts = [start, Start(SIZE // 2)]
@@ -585,7 +596,7 @@ def drop_final_newline(path):
 
 
 @tvm.testing.requires_llvm
-def test_cut_record_is_named_before_anything_is_appended(tmp_path, start):
+def test_cut_record_is_named_before_appending(tmp_path, start):
     """A database loaded before its last record was cut is not appended to."""
     database = start.database(tmp_path)
     drop_final_newline(tmp_path / RECORDS)
@@ -624,6 +635,7 @@ def test_bad_budget_is_named(tmp_path, start, trials):
 )
 @tvm.testing.requires_llvm
 def test_bad_options_are_named(tmp_path, start, options, message):
+    """Bad options are named."""
     start.database(tmp_path)
     before = (tmp_path / RECORDS).read_bytes()
     database = ms.database.JSONDatabase(work_dir=str(tmp_path), allow_missing=False)
@@ -639,7 +651,7 @@ class RejectingPostproc(ms.postproc.PyPostproc):
     def _initialize_with_tune_context(self, context):
         pass
 
-    def apply(self, sch):
+    def apply(self, _sch):
         return False
 
     def clone(self):
@@ -664,7 +676,7 @@ def test_best_record_that_does_not_replay_is_named(tmp_path, start):
 
 
 @tvm.testing.requires_llvm
-def test_records_of_other_workloads_and_targets_are_not_used(tmp_path, start, messages):
+def test_other_workloads_and_targets_not_used(tmp_path, start):
     """A database whose only records are for another target, next to another workload."""
     other_target = tvm.target.Target({"kind": "llvm", "num-cores": 1})
     database = start.database(tmp_path)

@@ -42,11 +42,11 @@ SIZE = 64
 
 def matmul(size: int = SIZE) -> tvm.IRModule:
     """C = A @ B for square float32 matrices."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def plain_build(mod, target, _params=None):
@@ -86,7 +86,8 @@ def runner():
 
 
 @tvm.testing.requires_llvm
-def test_measure_a_batch_and_inspect_it_while_the_artifacts_exist(schedules):
+def test_measure_and_inspect_a_batch(schedules):
+    """Measure a batch and inspect it while the artifacts exist."""
     seen = []
 
     def inspect(measurements):
@@ -102,7 +103,8 @@ def test_measure_a_batch_and_inspect_it_while_the_artifacts_exist(schedules):
 
 
 @tvm.testing.requires_llvm
-def test_output_check_accepts_another_schedule_of_the_same_computation(schedules):
+def test_output_check_accepts_equal_computation(schedules):
+    """Output check accepts another schedule of the same computation."""
     check = OutputCheck(schedules[0], TARGET, "matmul", builder())
     mismatches = []
 
@@ -114,6 +116,7 @@ def test_output_check_accepts_another_schedule_of_the_same_computation(schedules
 
 
 def test_journal_commits_measurements_and_failures(schedules, tmp_path):
+    """Journal commits measurements and failures."""
     database = ms.database.MemoryDatabase()
     workload = database.commit_workload(matmul())
     journal = Journal(database, workload, TARGET)
@@ -132,10 +135,10 @@ def test_journal_commits_measurements_and_failures(schedules, tmp_path):
     assert ProgramKey(schedules[0].mod) != ProgramKey(schedules[1].mod)
     # A database file cut by a killed process is named, and left alone.
     cut = tmp_path / "database_tuning_record.json"
-    cut.write_bytes(b'[0, [1]]\n[0, [')
+    cut.write_bytes(b"[0, [1]]\n[0, [")
     with pytest.raises(ValueError, match="does not end with a newline"):
         check_appendable([str(cut)])
-    assert cut.read_bytes() == b'[0, [1]]\n[0, ['
+    assert cut.read_bytes() == b"[0, [1]]\n[0, ["
 
 
 if __name__ == "__main__":

@@ -76,9 +76,9 @@ def records(work_dir):
         return lines.read().splitlines()
 
 
-@pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    """The reduced ResNet-18, tuned with post-optimization: (spec, module, tasks, work_dir, database)."""
+@pytest.fixture(scope="module", name="tuned")
+def fixture_tuned(tmp_path_factory):
+    """ResNet-18 (reduced) tuned with post-optimization: spec, module, tasks, work_dir, database."""
     spec = onnx_networks.reduced("resnet18")
     mod = fused_network(onnx_networks.make_model(spec), spec.input_shape)
     tasks = relax_integration.extract_tasks(mod, TARGET)
@@ -103,6 +103,7 @@ def tuned(tmp_path_factory):
 
 
 def test_tune_relax_post_optimizes_every_workload(tuned):
+    """Tune relax post optimizes every workload."""
     spec, mod, tasks, work_dir, database = tuned
     reloaded = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
     assert len(reloaded) == len(records(work_dir)) == len(database)
@@ -122,13 +123,16 @@ def test_tune_relax_post_optimizes_every_workload(tuned):
     inputs = onnx_networks.random_input(spec)
     output = machine["main"](tvm.nd.array(inputs[onnx_networks.INPUT_NAME], tvm.cpu())).numpy()
     model = onnx_networks.make_model(spec)
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     reference = session.run(None, inputs)[0]
     scale = np.abs(reference).max()
     tvm.testing.assert_allclose(output, reference, rtol=1e-4, atol=1e-4 * scale)
 
 
 def test_post_optimize_a_database_of_another_network(tuned):
+    """Post optimize a database of another network."""
     work_dir = tuned[3]
     before = records(work_dir)
     spec = onnx_networks.reduced("mobilenet_v2")

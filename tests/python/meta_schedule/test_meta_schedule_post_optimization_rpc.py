@@ -47,11 +47,11 @@ FAILED = 1e10
 
 def matmul(size=SIZE):
     """C = A @ B for square float32 matrices."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def plain_build(mod, target, _params=None):
@@ -104,6 +104,7 @@ def check_matches_numpy(mod):
 
 @tvm.testing.requires_llvm
 def test_post_optimize_through_rpc_tracker(devices):
+    """Post optimize through rpc tracker."""
     # The start: a schedule of the default design space, measured on the devices.
     context = ms.TuneContext(
         mod=matmul(), target=TARGET, space_generator="post-order-apply", rand_state=3

@@ -30,11 +30,11 @@ SIZE = 128
 
 def matmul(size: int = SIZE) -> tvm.IRModule:
     """C = A @ B for square float32 matrices."""
-    A = te.placeholder((size, size), name="A")
-    B = te.placeholder((size, size), name="B")
+    a = te.placeholder((size, size), name="A")
+    b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
-    C = te.compute((size, size), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([A, B, C]).with_attr("global_symbol", "main")})
+    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
+    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
 
 
 def design_space():
@@ -95,10 +95,9 @@ def test_space_candidates_replay_without_repair():
     assert space.schedule(space.start) is not None
 
 
-
-
 @tvm.testing.requires_llvm
-def test_the_record_is_the_start_and_other_traces_are_no_points():
+def test_record_is_the_start_point():
+    """The record is the start and other traces are no points."""
     trace, space = design_space()
     assert space.point_of(trace) == tuple(space.start)
     assert len(space.dims) == len(space.start) and all(size >= 1 for size in space.dims)
@@ -108,9 +107,7 @@ def test_the_record_is_the_start_and_other_traces_are_no_points():
     imperfect = [
         index
         for index in range(space.dims[axis])
-        if space.decisions_of(
-            tuple(index if a == axis else s for a, s in enumerate(space.start))
-        )
+        if space.decisions_of(tuple(index if a == axis else s for a, s in enumerate(space.start)))
         is None
     ]
     for index in imperfect:

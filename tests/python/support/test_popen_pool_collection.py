@@ -42,7 +42,8 @@ COLLECT_WHILE_THREADING_IS_LOCKED = textwrap.dedent(
 )
 
 
-def test_collecting_an_executor_inside_threading_bookkeeping_returns():
+def test_collection_inside_threading_locks():
+    """Collecting an executor inside threading bookkeeping returns."""
     child = subprocess.run(
         [sys.executable, "-c", COLLECT_WHILE_THREADING_IS_LOCKED],
         capture_output=True,

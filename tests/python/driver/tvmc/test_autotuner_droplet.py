@@ -58,13 +58,22 @@ def run_package(tmp_path, package, inputs):
     """`tvmc run` of a compiled package on ``inputs``; returns its first output."""
     inputs_file, outputs_file = tmp_path / "inputs.npz", tmp_path / f"{package.stem}-outputs.npz"
     np.savez(inputs_file, **inputs)
-    run_argv = ["run", "--device", "cpu", "--inputs", str(inputs_file), "--outputs", str(outputs_file)]
+    run_argv = [
+        "run",
+        "--device",
+        "cpu",
+        "--inputs",
+        str(inputs_file),
+        "--outputs",
+        str(outputs_file),
+    ]
     run_tvmc(run_argv + [str(package)])
     return np.load(outputs_file)["output_0"]
 
 
 @tvm.testing.requires_llvm
 def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
+    """Tvmc tune droplet then compile and run."""
     model = tmp_path / "dense.relay"
     input_shapes = write_dense_model(model)
     log = tmp_path / "droplet.log"
@@ -100,7 +109,7 @@ def test_tvmc_tune_droplet_then_compile_and_run(tmp_path):
 
 @tvm.testing.requires_llvm
 def test_tvmc_tune_droplet_onnx_network(tmp_path):
-    """Two trials per task of a reduced ResNet-18 in ONNX, then `tvmc compile` with those records."""
+    """Two trials per task of a reduced ResNet-18 in ONNX, then `tvmc compile` with the records."""
     spec = onnx_networks.reduced("resnet18")
     model = tmp_path / "resnet18.onnx"
     onnx_networks.write_model(spec, str(model))
@@ -135,6 +144,7 @@ def test_tvmc_tune_droplet_onnx_network(tmp_path):
 
 @tvm.testing.requires_llvm
 def test_tvmc_tune_resumes_from_its_own_records(tmp_path):
+    """Tvmc tune resumes from its own records."""
     model = tmp_path / "dense.relay"
     shapes = write_dense_model(model)
     log = tmp_path / "dense.log"

@@ -31,7 +31,7 @@ TARGET = "llvm"
 
 
 def tune_failure(tmp_path, model, capsys):
-    """Run `tvmc tune` on ``model``; returns its stderr, after checking the exit code and the folder."""
+    """Run `tvmc tune` on ``model``; its stderr, after checking the exit code and the folder."""
     before = sorted(path.name for path in tmp_path.iterdir())
     log = tmp_path / "records.json"
     argv = ["tune", "--target", TARGET, "--tuner", "droplet", "--trials", "2"]

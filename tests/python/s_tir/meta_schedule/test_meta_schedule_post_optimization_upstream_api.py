@@ -97,7 +97,8 @@ def lines(path):
         return [json.loads(line) for line in stream if line.strip()]
 
 
-def test_names_stay_importable_and_say_what_replaces_them(work_dir):
+def test_names_stay_and_name_their_replacement(work_dir):
+    """Names stay importable and say what replaces them."""
     assert post_optimization.droplet.Droplet is Droplet
     assert post_optimization.space.Space is Space
     assert post_optimization.utils.write_file is write_file
@@ -115,6 +116,7 @@ def test_names_stay_importable_and_say_what_replaces_them(work_dir):
 
 
 def test_file_helpers_keep_their_behaviour(work_dir):
+    """File helpers keep their behaviour."""
     path = str(work_dir / "lines.json")
     with pytest.warns(DeprecationWarning):
         assert write_file([[0, [None, [3.0]]], [0, [None, [2.0, 4.0]]]], path) == path
@@ -145,6 +147,7 @@ def test_post_opt_keeps_its_constructor_and_run(work_dir):
 
 @requires_llvm
 def test_droplet_tunes_one_record_into_its_log(work_dir):
+    """Droplet tunes one record into its log."""
     (record,) = lines(work_dir / RECORDS)
     (workload,) = lines(work_dir / WORKLOADS)
     log = str(work_dir / "opt_0.log")
@@ -168,6 +171,7 @@ def test_droplet_tunes_one_record_into_its_log(work_dir):
 
 @requires_llvm
 def test_space_is_a_view_of_the_trace_space(work_dir):
+    """Space is a view of the trace space."""
     (record,) = lines(work_dir / RECORDS)
     (workload,) = lines(work_dir / WORKLOADS)
     with pytest.warns(DeprecationWarning, match="TraceSpace"):
@@ -208,9 +212,8 @@ def cut_last_line(path):
     ],
     ids=["cut-record", "cut-workload", "garbage", "empty", "no-records", "no-workloads"],
 )
-def test_post_opt_names_damaged_database_files_and_leaves_them(
-    work_dir, damage, file_name, message
-):
+def test_post_opt_names_damaged_database_files(work_dir, damage, file_name, message):
+    """Post opt names damaged database files and leaves them."""
     damage(work_dir / file_name)
     before = {path.name: path.read_bytes() for path in work_dir.iterdir()}
     with pytest.raises(ValueError, match=message) as error:
