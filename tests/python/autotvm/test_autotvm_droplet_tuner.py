@@ -468,7 +468,7 @@ def test_tune_task_without_knobs():
     task = autotvm.task.create("test_droplet_tuner/add", args=(64,), target=TARGET)
     assert task.config_space.range_length == 1
     tuner = DropletTuner(task)
-    assert tuner.dims == []
+    assert isinstance(tuner.dims, list) and not tuner.dims
     tuner.tune(n_trial=4, measure_option=measure_option())
     assert not tuner.has_next()
     assert tuner.best_config.index == 0

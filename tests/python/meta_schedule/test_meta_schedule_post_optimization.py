@@ -43,8 +43,8 @@ import tvm.testing
 from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
-from tvm.ir import structural_equal
 from tvm.meta_schedule.utils import derived_object
+from tvm.ir import structural_equal
 
 # The builder's worker processes cannot import this test module by name: send
 # the build function defined here by value.

@@ -39,7 +39,6 @@ import tvm.meta_schedule as ms
 import tvm.testing
 from tvm import te
 from tvm.contrib.droplet_search import DropletSearch
-from tvm.ir import structural_equal, structural_hash
 from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
 from tvm.meta_schedule.post_optimization.trace_space import trace_key
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
@@ -47,6 +46,7 @@ from tvm.meta_schedule.post_optimization.verification import OutputCheck
 from tvm.meta_schedule.utils import derived_object
 from tvm.testing.tuning import kill_processes, line_count, run_python, run_python_together
 from tvm.tir.schedule import Schedule
+from tvm.ir import structural_equal, structural_hash
 
 # The builder's worker processes cannot import this test module by name: send
 # the build function defined here by value.

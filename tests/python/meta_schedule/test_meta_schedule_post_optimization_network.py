@@ -121,7 +121,8 @@ def test_tune_relax_post_optimizes_every_workload(tuned):
         scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(mod)
     machine = relax.VirtualMachine(relax.build(scheduled, target=TARGET), tvm.cpu())
     inputs = onnx_networks.random_input(spec)
-    output = machine["main"](tvm.nd.array(inputs[onnx_networks.INPUT_NAME], tvm.cpu())).numpy()
+    data = tvm.nd.array(inputs[onnx_networks.INPUT_NAME], tvm.cpu())
+    output = machine["main"](data).numpy()
     model = onnx_networks.make_model(spec)
     session = onnxruntime.InferenceSession(
         model.SerializeToString(), providers=["CPUExecutionProvider"]
