@@ -140,7 +140,10 @@ class LintTree:
 
 
 def pristine_tree(
-    version: patch_series.SeriesVersion, tree: Optional[Path], git_dir: Optional[Path]
+    version: patch_series.SeriesVersion,
+    tree: Optional[Path],
+    git_dir: Optional[Path],
+    scratch: Path,
 ) -> patch_series.PristineTree:
     """The pristine tree of ``version`` (see the module documentation)."""
     if version.pinned_wheel_is_build_of_tag:
@@ -154,7 +157,28 @@ def pristine_tree(
         flush=True,
     )
     tvm_env.setup(version.line, quiet=True)
-    return patch_series.PristineTree(tvm_env.site_packages(version.line))
+    return installed_pristine(version.line, scratch / f"installed-{version.line}")
+
+
+def installed_pristine(line: str, destination: Path) -> patch_series.PristineTree:
+    """The TVM package of a line's venv as it was installed, without the series on it.
+
+    ci/tvm_env.py lays the series onto the installed package and keeps the
+    originals of the files it changed (ci/tvm_overlay.py): they are put back
+    in a copy.
+    """
+    site = tvm_env.site_packages(line)
+    shutil.copytree(site / "tvm", destination / "tvm", ignore=patch_series._ignore_compiled)
+    state = tvm_env.overlay_state(line)
+    manifest = state / "manifest.json"
+    changed = json.loads(manifest.read_text()) if manifest.is_file() else {}
+    for relative, existed in changed.items():
+        target = destination / relative
+        if existed:
+            shutil.copy2(state / "pristine" / relative, target)
+        elif target.exists():
+            target.unlink()
+    return patch_series.PristineTree(destination)
 
 
 def build_tree(
@@ -262,7 +286,8 @@ def check(tree_v0_19: Optional[Path], git_dir: Optional[Path]) -> int:
     seen: Dict[str, bytes] = {}
     with tempfile.TemporaryDirectory(prefix="tvm-lint-") as scratch:
         for version in versions:
-            tree = build_tree(version, pristine_tree(version, tree_v0_19, git_dir), Path(scratch))
+            pristine = pristine_tree(version, tree_v0_19, git_dir, Path(scratch))
+            tree = build_tree(version, pristine, Path(scratch))
             files = []
             for name in tree.changed:
                 data = (tree.root / name).read_bytes()

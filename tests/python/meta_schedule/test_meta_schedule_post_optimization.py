@@ -21,10 +21,7 @@ test_meta_schedule_post_optimization_faults.py, RPC measurement in
 test_meta_schedule_post_optimization_rpc.py.
 
 Real tuning and real measurements of a small matmul on this CPU: the budgets
-are tiny, so that the file runs in a few minutes on a 2-core machine.  Builds
-use TVM's build without the tensor intrinsics that newer TVM imports in every
-fresh builder worker (12-14 s of CPU per batch), except in the test of the
-upstream API, which runs the post-optimizer's default builder.
+are tiny, so that the file runs in a few minutes on a 2-core machine.
 """
 
 import glob
@@ -123,7 +120,7 @@ class RecordingBuilder(ms.builder.PyBuilder):
 
 
 def plain_build(mod, target, _params=None):
-    """TVM's build, without the tensor intrinsics newer TVM imports in every worker."""
+    """TVM's build of ``mod`` for ``target``, in the builder's worker."""
     return tvm.driver.build(mod, target=target)
 
 

@@ -82,7 +82,7 @@ def matmul(size=SIZE, reduction=None, slow_extent=None):
 
 
 def plain_build(mod, target, _params=None):
-    """TVM's build, without the tensor intrinsics newer TVM imports in every worker."""
+    """TVM's build of ``mod`` for ``target``, in the builder's worker."""
     return tvm.driver.build(mod, target=target)
 
 
@@ -515,8 +515,8 @@ def test_interrupted_run_resumes_from_its_database(tmp_path, start):
 
     # Ctrl-C once the first batch (the start measured again, and new programs) is committed.
     code, stderr = run_script(script, work_dir, signal.SIGINT, start_lines + BATCH)
-    # Newer TVM reports an interrupt that arrives inside a builder called through
-    # its FFI as an error of that call: either way the run stops with a traceback.
+    # An interrupt that arrives inside a builder called through TVM's FFI may be
+    # reported as an error of that call: either way the run stops with a traceback.
     assert code != 0 and "Traceback" in stderr, stderr[-3000:]
     history.append(record_lines(work_dir))
     # Killed once one more batch is committed.

@@ -50,7 +50,7 @@ def matmul(size: int = SIZE) -> tvm.IRModule:
 
 
 def plain_build(mod, target, _params=None):
-    """TVM's build, without the tensor intrinsics newer TVM imports in every worker."""
+    """TVM's build of ``mod`` for ``target``, in the builder's worker."""
     return tvm.driver.build(mod, target=target)
 
 

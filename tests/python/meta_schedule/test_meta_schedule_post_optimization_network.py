@@ -17,9 +17,8 @@
 """tune_relax with post-optimization on an ONNX network, on this CPU, with tiny budgets.
 
 Candidates are built in the test process (:class:`InProcessBuilder`): a
-LocalBuilder starts new worker processes for every batch, and on newer TVM each
-one imports the tensor intrinsics first (10-14 s of CPU), which would dominate
-a network of small tasks tuned with one trial each.
+LocalBuilder starts new worker processes for every batch, whose start-up would
+dominate a network of small tasks tuned with one trial each.
 """
 import numpy as np
 import pytest

@@ -36,12 +36,9 @@ def runner_device_type(target: Target) -> str:
     """The name of the device a runner opens to run code built for ``target``.
 
     ``cpu`` for ``llvm`` and ``c``, ``cuda`` for ``cuda``, and so on for every
-    target kind with a device (newer MetaSchedule passes the same name).
+    target kind with a device.
     """
     device = runtime_device(target.get_target_device_type(), 0)
-    name = getattr(device, "type", None)  # devices of the tvm-ffi package name their type
-    if isinstance(name, str):
-        return name
     return device.MASK2STR[device.device_type]
 
 

@@ -125,16 +125,13 @@ def _as_int(value) -> int:
 
 
 def _dtype(value) -> str:
-    """The data type of an immediate (``dtype`` in older TVM, ``ty`` in newer TVM)."""
-    return str(getattr(value, "dtype", None) or getattr(value, "ty", ""))
+    """The data type of an immediate."""
+    return str(value.dtype)
 
 
 def _is_int_constant(value) -> bool:
-    """Whether an instruction input is an integer constant (not a random variable).
-
-    Older TVM records constants as ``IntImm``, newer TVM as ``IntImm`` or plain
-    Python ints.
-    """
+    """Whether an instruction input is an integer constant (an ``IntImm`` or a Python
+    int), not a random variable."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
