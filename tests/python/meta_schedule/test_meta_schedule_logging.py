@@ -19,7 +19,7 @@ import logging
 
 import tvm
 import tvm.testing
-from tvm import meta_schedule as ms
+import tvm.meta_schedule as ms
 
 
 def test_work_dir_loggers_beside_unnamed_handler(tmp_path):
