@@ -22,6 +22,7 @@ import tvm.meta_schedule as ms
 import tvm.testing
 from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace
+from tvm.meta_schedule.testing import te_workload
 from tvm.tir.schedule import Schedule
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
@@ -30,11 +31,8 @@ SIZE = 128
 
 def matmul(size: int = SIZE) -> tvm.IRModule:
     """C = A @ B for square float32 matrices."""
-    a = te.placeholder((size, size), name="A")
-    b = te.placeholder((size, size), name="B")
-    k = te.reduce_axis((0, size), name="k")
-    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
+    func = te.create_prim_func(te_workload.matmul(size, size, size))
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
 def design_space():

@@ -41,6 +41,7 @@ from tvm.s_tir.meta_schedule.post_optimization import (
     write_file,
 )
 from tvm.s_tir.meta_schedule.post_optimization.utils import clean_file, read_cfg_file
+from tvm.s_tir.meta_schedule.testing import te_workload
 
 TARGET = tvm.target.Target({"kind": "llvm", "num-cores": 2})
 SIZE = 64
@@ -53,11 +54,8 @@ requires_llvm = pytest.mark.skipif(not tvm.testing.env.has_llvm(), reason="need 
 
 def matmul(size=SIZE):
     """C = A @ B for square float32 matrices."""
-    a = te.placeholder((size, size), name="A")
-    b = te.placeholder((size, size), name="B")
-    k = te.reduce_axis((0, size), name="k")
-    c = te.compute((size, size), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="C")
-    return tvm.IRModule({"main": te.create_prim_func([a, b, c]).with_attr("global_symbol", "main")})
+    func = te.create_prim_func(te_workload.matmul(size, size, size))
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
 def runner():
