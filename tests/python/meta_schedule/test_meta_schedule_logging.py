@@ -19,7 +19,7 @@ import logging
 
 import tvm
 import tvm.testing
-from tvm import meta_schedule as ms
+import tvm.meta_schedule as ms
 
 
 def test_loggers_of_a_work_dir_beside_an_unnamed_handler(tmp_path):
