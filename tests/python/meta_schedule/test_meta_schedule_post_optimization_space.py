@@ -16,12 +16,14 @@
 # under the License.
 """The search space of a MetaSchedule tuning record's decisions (TraceSpace)."""
 import numpy as np
+import pytest
 
 import tvm
 import tvm.meta_schedule as ms
 import tvm.testing
 from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace
+from tvm.meta_schedule.post_optimization.trace_space import annotation_ladder, divisors
 from tvm.meta_schedule.testing import te_workload
 from tvm.tir.schedule import Schedule
 
@@ -50,6 +52,24 @@ def tile_extents(space):
         if space.instructions[position].kind.name == "SamplePerfectTile":
             extents[position] = int(np.prod(decision))
     return extents
+
+
+@pytest.mark.parametrize(
+    "extent, expected",
+    [(1, (1,)), (7, (1, 7)), (12, (1, 2, 3, 4, 6, 12)), (16, (1, 2, 4, 8, 16))],
+)
+def test_divisors_ascending(extent, expected):
+    """A perfect tile's factors are the divisors of its extent, smallest first."""
+    assert divisors(extent) == expected
+
+
+@pytest.mark.parametrize(
+    "value, expected",
+    [(0, (0, 1, 2, 4, 8)), (3, (1, 2, 3, 4, 8, 16)), (16, (1, 2, 4, 8, 16, 32, 64, 128))],
+)
+def test_annotation_ladder_keeps_the_value(value, expected):
+    """An annotation's candidates: powers of two around its value, and the value itself."""
+    assert annotation_ladder(value) == expected
 
 
 @tvm.testing.requires_llvm
