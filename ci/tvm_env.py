@@ -51,6 +51,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -488,11 +489,20 @@ def main(argv=None) -> int:
     prefix_parser.add_argument("line")
     prefix_parser.add_argument("--first", type=int, default=1)
     prefix_parser.add_argument("--last", type=int)
-    prefix_parser.add_argument("pytest_args", nargs=argparse.REMAINDER)
     run_parser = commands.add_parser("run")
     run_parser.add_argument("line")
     run_parser.add_argument("cmd", nargs=argparse.REMAINDER)
-    args = parser.parse_args(argv)
+    # prefixes passes what it does not know to pytest, so --first and --last may follow the line.
+    args, unknown = parser.parse_known_args(argv)
+    if args.command == "prefixes":
+        args.pytest_args = [arg for arg in unknown if arg != "--"]
+    elif unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command in ("test", "prefixes"):
+        # The tests press Ctrl-C (SIGINT) in scripts they start; a shell that started
+        # us in the background without job control ignores SIGINT, and the scripts
+        # would inherit that.  Python's own handler is inherited as the default.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args.command == "setup":
             setup(args.line)

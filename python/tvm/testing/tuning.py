@@ -34,6 +34,7 @@ processes, and waiting for a condition with a deadline.
 import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -270,6 +271,13 @@ def run_python(
     """
     if (stop_signal is None) != (stop_when is None):
         raise ValueError("give stop_signal and stop_when together")
+    if stop_signal == signal.SIGINT and signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        # An ignored signal stays ignored in the script (a shell without job control
+        # ignores SIGINT in the commands it starts in the background).
+        raise RuntimeError(
+            "SIGINT is ignored in this process, so the script would ignore it too: "
+            "run the tests in the foreground or restore SIGINT's default handler"
+        )
     descendants = {}
     deadline = time.monotonic() + timeout
     with tempfile.TemporaryFile() as stderr:
