@@ -450,13 +450,25 @@ def prefixes(line: str, first: int, last: Optional[int], pytest_args: list) -> i
     return 1 if failed else 0
 
 
+def _default_sigint() -> None:
+    """In a command's process before it starts: SIGINT's default disposition.
+
+    A shell without job control starts background commands with SIGINT ignored,
+    and an ignored signal stays ignored across exec; the tests press Ctrl-C in
+    scripts they start, which must not inherit that.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_in(line: str, command: list) -> int:
     env = dict(os.environ)
     env["PATH"] = f"{venv_dir(line) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv_dir(line))
     env["TVM_DROPLET_LINE"] = line
     env.pop("PYTHONPATH", None)  # tests run against the installed TVM, never a shadow copy
-    return subprocess.run(command, cwd=REPO, env=env, check=False).returncode
+    return subprocess.run(
+        command, cwd=REPO, env=env, check=False, preexec_fn=_default_sigint
+    ).returncode
 
 
 def test(line: str, pytest_args: list) -> int:
@@ -498,11 +510,6 @@ def main(argv=None) -> int:
         args.pytest_args = [arg for arg in unknown if arg != "--"]
     elif unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command in ("test", "prefixes"):
-        # The tests press Ctrl-C (SIGINT) in scripts they start; a shell that started
-        # us in the background without job control ignores SIGINT, and the scripts
-        # would inherit that.  Python's own handler is inherited as the default.
-        signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         if args.command == "setup":
             setup(args.line)
