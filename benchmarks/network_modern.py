@@ -108,6 +108,19 @@ class Network:
         """Relax's build of the network without schedules."""
         return self._compiled(tvm.compile(self.mod, target=self.target))
 
+    def weighted_seconds(self, work_dir: Path) -> List[float]:
+        """Per task, its best record's mean run time x its weight: its share of the network's time."""
+        database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
+        seconds = []
+        for task in self.tasks:
+            mod = task.dispatched[0]
+            best = []
+            if database.has_workload(mod):
+                best = database.get_top_k(database.commit_workload(mod), 1)
+            run_secs = [float(value) for value in best[0].run_secs] if best else []
+            seconds.append(sum(run_secs) / len(run_secs) * task.weight if run_secs else 0.0)
+        return seconds
+
     def compile(self, work_dir: Path) -> Compiled:
         """The network with the best schedule of each task in the database of ``work_dir``.
 
@@ -157,28 +170,36 @@ class Network:
         short = long_run.branch("ms-N", f"N={args.ms_trials} per task, all {len(self.tasks)} tasks")
         yield short, compiled
 
-        chosen = sorted(range(len(self.tasks)), key=lambda index: -self.weights[index])[: args.tasks]
-        share = sum(self.weights[index] for index in chosen) / sum(self.weights)
-        post_dir = self.workdir / "ms-droplet"
-        shutil.copytree(work_dir, post_dir)
-        post_run = short.branch("ms-N+droplet")
-        post_clock = Clock(post_run)
-        with post_clock:
-            results = post_optimize(
-                ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False),
-                args.post_trials,
-                tasks=[self.tasks[index].dispatched[0] for index in chosen],
-                target=self.target,
-                builder=builder,
-                runner=runner,
+        by_flops = sorted(range(len(self.tasks)), key=lambda index: -self.weights[index])[: args.tasks]
+        seconds = self.weighted_seconds(work_dir)
+        by_time = sorted(range(len(self.tasks)), key=lambda index: -seconds[index])[: args.tasks]
+        for method, chosen, what in (
+            ("ms-N+droplet", by_flops, "of the weighted FLOPs"),
+            ("ms-N+droplet-by-time", by_time, "of the N network's kernel time"),
+        ):
+            shares = self.weights if method == "ms-N+droplet" else seconds
+            share = sum(shares[index] for index in chosen) / sum(shares)
+            post_dir = self.workdir / method
+            shutil.copytree(work_dir, post_dir)
+            post_run = short.branch(method)
+            post_clock = Clock(post_run)
+            with post_clock:
+                results = post_optimize(
+                    ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False),
+                    args.post_trials,
+                    tasks=[self.tasks[index].dispatched[0] for index in chosen],
+                    target=self.target,
+                    builder=builder,
+                    runner=runner,
+                )
+            post_run.notes = (
+                f"post-optimized tasks {[index + 1 for index in chosen]} of {len(self.tasks)} "
+                f"({share:.0%} {what}): "
+                + ", ".join(f"{result.speedup:.2f}x ({result.trials})" for result in results)
             )
-        post_run.notes = (
-            f"post-optimized the {len(chosen)} heaviest tasks ({share:.0%} of the weighted FLOPs): "
-            + ", ".join(f"{result.speedup:.2f}x ({result.trials})" for result in results)
-        )
-        post_compiled = self.compile(post_dir)
-        post_clock.checkpoint(count_lines(post_dir / RECORDS), post_compiled)
-        yield post_run, post_compiled
+            post_compiled = self.compile(post_dir)
+            post_clock.checkpoint(count_lines(post_dir / RECORDS), post_compiled)
+            yield post_run, post_compiled
 
         with clock:
             tune_relax(work_dir, 4 * args.ms_trials)
