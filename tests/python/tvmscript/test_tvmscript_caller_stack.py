@@ -92,7 +92,7 @@ def _closure_function(extent: int):
 @I.ir_module
 class _Module:
     @T.prim_func
-    def main(a: T.Buffer((4,), "float32")):
+    def main(a: T.Buffer((4,), "float32")):  # pylint: disable=no-self-argument
         for i in range(4):
             a[i] = T.float32(3)
 
