@@ -18,12 +18,15 @@
 
 Every MetaSchedule task of the network is tuned (an untuned Relax kernel is a
 plain loop nest, tens of times slower than a scheduled one); Droplet
-post-optimizes the heaviest ones.
+post-optimizes the heaviest ones by FLOPs, and on another copy of the
+database those that take the most time in the N network.
 
 Builds run in this process (:class:`InProcessBuilder`): MetaSchedule's
 LocalBuilder starts new worker processes for every batch, and on TVM 0.27
 each new worker spends 10-14 s of CPU importing the tensor intrinsics before
-its first build, which would dominate tuning with a few trials per task.
+its first build, which would dominate tuning with a few trials per task
+(2-3 s with patch 14 of the v0.27.0 series; building in process is still
+cheaper).
 All methods use the same builder and runner.
 """
 import shutil
