@@ -45,6 +45,7 @@ from tvm.s_tir.meta_schedule import relax_integration
 from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
 from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
 from tvm.s_tir.meta_schedule.post_optimization import post_optimize
+from tvm.s_tir.meta_schedule.post_optimization.workloads import mean_run_secs
 from tvm.testing import onnx_networks
 
 from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
@@ -120,8 +121,8 @@ class Network:
             best = []
             if database.has_workload(mod):
                 best = database.get_top_k(database.commit_workload(mod), 1)
-            run_secs = [float(value) for value in best[0].run_secs] if best else []
-            seconds.append(sum(run_secs) / len(run_secs) * task.weight if run_secs else 0.0)
+            mean = mean_run_secs(best[0]) if best else None
+            seconds.append(mean * task.weight if mean is not None else 0.0)
         return seconds
 
     def compile(self, work_dir: Path) -> Compiled:
@@ -176,11 +177,10 @@ class Network:
         by_flops = sorted(range(len(self.tasks)), key=lambda index: -self.weights[index])[: args.tasks]
         seconds = self.weighted_seconds(work_dir)
         by_time = sorted(range(len(self.tasks)), key=lambda index: -seconds[index])[: args.tasks]
-        for method, chosen, what in (
-            ("ms-N+droplet", by_flops, "of the weighted FLOPs"),
-            ("ms-N+droplet-by-time", by_time, "of the N network's kernel time"),
+        for method, chosen, shares, what in (
+            ("ms-N+droplet", by_flops, self.weights, "of the weighted FLOPs"),
+            ("ms-N+droplet-by-time", by_time, seconds, "of the N network's kernel time"),
         ):
-            shares = self.weights if method == "ms-N+droplet" else seconds
             share = sum(shares[index] for index in chosen) / sum(shares)
             post_dir = self.workdir / method
             shutil.copytree(work_dir, post_dir)
