@@ -247,6 +247,25 @@ def test_observed_centre_is_measured_again():
     assert search.costs((2, 2))[0] == 1.3
 
 
+def test_observed_best_record_stays_the_centre():
+    """A point observed twice keeps its best record: the database's best is the centre.
+
+    (1, 1) was measured twice, once slow; (1, 2) once, between the two.  Pooled,
+    (1, 1) would lose the centre to (1, 2) on costs from another run.
+    """
+    search = DropletSearch((4, 4), start=(1, 1))
+    search.observe((1, 1), [1.0, 1.0], remeasure=True)
+    search.observe((1, 2), [1.2, 1.2], remeasure=True)
+    search.observe((1, 1), [2.0, 2.0], remeasure=True)
+    search.observe((2, 1), None, remeasure=True)
+    search.observe((2, 1), [1.5, 1.5], remeasure=True)
+    assert search.centre == (1, 1) and search.costs((1, 1)) == (1.0, 1.0)
+    assert search.costs((2, 1)) == (1.5, 1.5), "a success outranks a failure"
+    batch = search.ask(3)
+    assert batch[0] == (1, 1), "the centre's costs come from another run: measured again"
+    assert not {(1, 2), (2, 1)} & set(batch)
+
+
 def test_noisy_flat_landscape_moves_at_about_pvalue():
     """On a flat landscape, a fresh centre is left for a neighbour at a rate of about pvalue."""
     rng = np.random.default_rng(11)

@@ -283,6 +283,45 @@ def test_post_optimize_improves_a_poor_record(tuned, builder):
     assert len(database.get_all_tuning_records()) == len(records) + second.measured
 
 
+@tvm.testing.requires_llvm
+def test_resume_measures_the_best_record_again(tuned, builder):
+    """The best record's program is the first measured, though its pooled records are slow.
+
+    The start was measured twice in earlier runs, once fast and once slow; a
+    neighbour once, between the two.  The search starts from the best record and
+    measures it again before comparing it with anything.
+    """
+    _, tuned_database, _ = tuned
+    record = best_record(tuned_database, matmul())
+    context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
+    space = TraceSpace(record.trace, matmul(), context.space_generator.postprocs)
+    neighbours = (
+        space.schedule(space.start[:axis] + (index,) + space.start[axis + 1 :])
+        for axis, size in enumerate(space.dims)
+        for index in range(size)
+        if index != space.start[axis]
+    )
+    neighbour = next(schedule for schedule in neighbours if schedule is not None)
+    database = ms.database.MemoryDatabase()
+    workload = database.commit_workload(matmul())
+    start = space.schedule(space.start)
+    for schedule, secs in [(start, 1e-3), (start, 4e-3), (neighbour, 2e-3)]:
+        database.commit_tuning_record(
+            ms.database.TuningRecord(
+                schedule.trace,
+                workload,
+                [secs] * 3,
+                TARGET,
+                ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
+            )
+        )
+    (result,) = post_optimize(database, 1, tasks=[context], builder=builder, runner=runner())
+    assert result.reused == 3 and result.measured == 1
+    measured = database.get_all_tuning_records()[3]
+    assert str(measured.trace) == str(start.trace), "the best record, measured again"
+    assert result.before == pytest.approx(mean_secs(measured))
+
+
 def database_files(work_dir):
     paths = [f"{work_dir}/database_workload.json", f"{work_dir}/database_tuning_record.json"]
     return [open(path, "rb").read() for path in paths]

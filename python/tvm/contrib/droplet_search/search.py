@@ -327,8 +327,10 @@ class DropletSearch:
 
         The point is never proposed.  A successful point with a lower mean cost
         than the centre becomes the centre (no test: both come from the record).
-        Costs observed twice for a point are pooled.  Call it only while no
-        proposed point is outstanding.
+        A point observed twice keeps the successful costs with the lower mean,
+        the record a scheduler's database reports as the point's best: so the
+        centre after observing a database is the database's best record.  Call
+        it only while no proposed point is outstanding.
 
         Parameters
         ----------
@@ -346,8 +348,8 @@ class DropletSearch:
             raise RuntimeError("observe() must not be called while measurements are outstanding")
         cleaned = self._clean(point, costs)
         previous = self._history.get(point)
-        if previous:
-            cleaned = previous + cleaned
+        if previous and (not cleaned or mean(previous) <= mean(cleaned)):
+            return
         self._history[point] = cleaned
         if remeasure and cleaned:
             self._stale.add(point)
