@@ -39,9 +39,10 @@ Methods (``--schedulers``):
   TaskScheduler continued to F x K trials per task (``ansor-FK``).
 - ``meta_schedule`` (modern): ``tune_relax`` with N trials per task
   (``ms-N``); on a copy of its database ``post_optimize`` of the heaviest
-  tasks (``ms-N+droplet``), and on another copy of the tasks that take the
-  most time in the N network, best record x weight (``ms-N+droplet-by-time``);
-  the same tuning continued to 5N (``ms-5N``).
+  tasks (``ms-N+droplet``), and on another copy ``post_optimize`` of every
+  task with ``task_weights`` and the same total as ``max_trials_global``, the
+  largest best record x weight first (``ms-N+droplet-by-time``); the same
+  tuning continued to 5N (``ms-5N``).
 """
 import argparse
 import importlib.util

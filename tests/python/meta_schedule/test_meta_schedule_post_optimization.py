@@ -322,6 +322,58 @@ def test_resume_measures_the_best_record_again(tuned, builder):
     assert result.before == pytest.approx(mean_secs(measured))
 
 
+def start_schedule(size: int):
+    """The task of a ``size`` matmul and a postprocessed schedule of its design space."""
+    context = ms.TuneContext(
+        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=7
+    )
+    postprocs = context.space_generator.postprocs
+    space = TraceSpace(context.generate_design_space()[0].trace, matmul(size), postprocs)
+    return context, space.schedule(space.start)
+
+
+@tvm.testing.requires_llvm
+def test_shared_budget_goes_to_the_largest_share(builder):
+    """With task weights and a global budget, the weighted slowest workload is searched first.
+
+    Both workloads' records say 100 us; the second task runs four times per
+    model run, so it is searched first, with its own budget of 2; the first
+    gets what is left of the global budget: 1 of 3, none of 2.
+    """
+    sizes = (SIZE, SIZE // 2)
+    starts = [start_schedule(size) for size in sizes]
+    tasks = [context for context, _ in starts]
+    for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
+        database = ms.database.MemoryDatabase()
+        for size, (_, schedule) in zip(sizes, starts):
+            database.commit_tuning_record(
+                ms.database.TuningRecord(
+                    schedule.trace,
+                    database.commit_workload(matmul(size)),
+                    [1e-4] * 3,
+                    TARGET,
+                    ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
+                )
+            )
+        results = post_optimize(
+            database,
+            2,
+            tasks=tasks,
+            task_weights=[1, 4],
+            max_trials_global=max_trials_global,
+            builder=builder,
+            runner=runner(),
+        )
+        assert [result.measured for result in results] == measured
+        committed = database.get_all_tuning_records()[2:]
+        order = [sizes[1]] * 2 + [sizes[0]] * measured[0]
+        assert len(committed) == len(order), "each start again first, then a new program"
+        for record, size in zip(committed, order):
+            assert structural_equal(record.workload.mod, matmul(size))
+    assert "max_trials_global" in results[0].stop_reason
+    assert results[0].after == results[0].before == pytest.approx(1e-4)
+
+
 def database_files(work_dir):
     paths = [f"{work_dir}/database_workload.json", f"{work_dir}/database_tuning_record.json"]
     return [open(path, "rb").read() for path in paths]
@@ -336,6 +388,10 @@ def database_files(work_dir):
         ("zero", "positive number of trials"),
         ("target", "target mismatch"),
         ("task_target", "target mismatch"),
+        ("weights_count", "2 weights for 1 tasks"),
+        ("weight_value", "must be a positive number of runs"),
+        ("weights_alone", "without tasks"),
+        ("global_zero", "max_trials_global must be a positive"),
     ],
 )
 def test_bad_input_leaves_the_database_untouched(tuned, case, message):
@@ -353,6 +409,14 @@ def test_bad_input_leaves_the_database_untouched(tuned, case, message):
             post_optimize(database, 0)
         elif case == "target":
             post_optimize(database, 4, target=OTHER_TARGET)
+        elif case == "weights_count":
+            post_optimize(database, 4, tasks=[matmul()], task_weights=[1, 2])
+        elif case == "weight_value":
+            post_optimize(database, 4, tasks=[matmul()], task_weights=[0])
+        elif case == "weights_alone":
+            post_optimize(database, 4, task_weights=[1])
+        elif case == "global_zero":
+            post_optimize(database, 4, max_trials_global=0)
         else:
             context = ms.TuneContext(
                 mod=matmul(), target=OTHER_TARGET, space_generator="post-order-apply"

@@ -96,6 +96,8 @@ def post_optimize(
     batch_size: Optional[int] = None,
     pvalue: float = 0.05,
     skip_unusable: bool = False,
+    task_weights: Optional[Sequence[float]] = None,
+    max_trials_global: Optional[int] = None,
 ) -> List[PostOptimizationResult]:
     """Exploit the best tuning record of each workload with Droplet Search.
 
@@ -132,9 +134,16 @@ def post_optimize(
     killed process) therefore measures nothing else twice and appends only
     new records; it starts from the best record committed so far.
 
-    Budget: ``trials`` bounds the programs one call builds and runs, the
-    start's re-measurement included; programs taken from the database and
-    programs structurally equal to one already measured do not count.
+    Budget: ``trials`` bounds the programs one call builds and runs for a
+    workload, the start's re-measurement included; programs taken from the
+    database and programs structurally equal to one already measured do not
+    count.  The workloads are searched in descending order of their share of
+    the model's run time, the mean run time of their best record times their
+    task weight, so that the budget goes first where a faster kernel saves
+    the most; ``max_trials_global`` bounds the programs of all workloads
+    together, and a workload whose turn comes after it is spent is not
+    searched (MetaSchedule's task scheduler spends its ``max_trials_global``
+    likewise by weighted run time).
 
     Parameters
     ----------
@@ -163,22 +172,40 @@ def post_optimize(
         Skip, with a log message, the tasks that cannot be post-optimized (not
         in the database, no successful record for the target, a best record
         that does not replay) instead of raising; ``tune_tasks`` uses this.
+    task_weights : Optional[Sequence[float]]
+        How many times a run of the model runs each task (one weight per task,
+        as ``tune_tasks`` takes them); 1 for every workload when omitted.
+    max_trials_global : Optional[int]
+        The budget of all workloads together; unbounded (``trials`` per
+        workload) when omitted.
 
     Returns
     -------
     results : List[PostOptimizationResult]
-        One per workload post-optimized, in order.
+        One per workload, in the order of ``tasks`` (of the database's records
+        when omitted); a workload left without budget has ``measured == 0``
+        and says so in its ``stop_reason``.
 
     Raises
     ------
     ValueError
         On bad input (an empty database, an unknown workload, a budget below 1,
-        no record for the target, a JSON database file cut short by a process
-        stopped mid-write), before anything is measured or committed.
+        task weights that do not match the tasks, no record for the target, a
+        JSON database file cut short by a process stopped mid-write), before
+        anything is measured or committed.
     """
     if isinstance(trials, bool) or not isinstance(trials, numbers.Integral) or trials < 1:
         raise ValueError(
             f"post-optimization needs a positive number of trials per workload, got {trials!r}"
+        )
+    if max_trials_global is not None and (
+        isinstance(max_trials_global, bool)
+        or not isinstance(max_trials_global, numbers.Integral)
+        or max_trials_global < 1
+    ):
+        raise ValueError(
+            "max_trials_global must be a positive number of trials for all workloads, "
+            f"got {max_trials_global!r}"
         )
     if batch_size is not None and (
         isinstance(batch_size, bool)
@@ -190,7 +217,7 @@ def post_optimize(
         raise ValueError(f"pvalue must be in (0, 1], got {pvalue!r}")
     if target is not None and not isinstance(target, Target):
         target = Target(target)
-    jobs = collect_jobs(database, tasks, target, skip_unusable)
+    jobs = collect_jobs(database, tasks, target, skip_unusable, task_weights)
     check_appendable(database_files(database))
     searches = []
     for job in jobs:
@@ -207,16 +234,52 @@ def post_optimize(
             logger.warning("Post-optimization skips %s: %s", job.name, error)
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
-    return [_post_optimize_one(search, builder, runner) for search in searches]
+    total = sum(search.job.share_secs for search in searches)
+    remaining = max_trials_global
+    results = {}
+    for position in sorted(
+        range(len(searches)), key=lambda position: -searches[position].job.share_secs
+    ):
+        search = searches[position]
+        logger.info(
+            "Post-optimization of %s: %.1f%% of the model's run time (%.4g us x weight %g)",
+            search.job.name,
+            100.0 * search.job.share_secs / total if total else 0.0,
+            mean_run_secs(search.job.record) * 1e6,
+            search.job.weight,
+        )
+        if remaining == 0:
+            results[position] = _not_searched(search, "max_trials_global was spent before its turn")
+            continue
+        results[position] = _post_optimize_one(search, builder, runner, remaining)
+        if remaining is not None:
+            remaining -= results[position].measured
+    return [results[position] for position in range(len(searches))]
+
+
+def _not_searched(search: WorkloadSearch, reason: str) -> PostOptimizationResult:
+    """The result of a workload the search did not reach."""
+    logged = mean_run_secs(search.job.record)
+    logger.info("Post-optimization of %s: not searched, %s", search.job.name, reason)
+    return PostOptimizationResult(
+        name=search.job.name,
+        target=search.job.target,
+        before=logged,
+        after=logged,
+        measured=0,
+        stop_reason=reason,
+        workload=search.job.workload,
+    )
 
 
 def _post_optimize_one(
-    search: WorkloadSearch, builder: Builder, runner: Runner
+    search: WorkloadSearch, builder: Builder, runner: Runner, budget: Optional[int]
 ) -> PostOptimizationResult:
-    """Run one workload's search; its measurements are committed as it goes."""
+    """Run one workload's search, within ``budget`` measurements when given; its
+    measurements are committed as it goes."""
     job = search.job
     logged = mean_run_secs(job.record)
-    search.run(builder, runner)
+    search.run(builder, runner, budget)
     start = search.search.costs(search.space.start)
     before = mean(start) if start else logged
     result = PostOptimizationResult(

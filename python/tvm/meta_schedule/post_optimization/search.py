@@ -186,7 +186,7 @@ class WorkloadSearch:
                 reason,
             )
 
-    def run(self, builder: Builder, runner: Runner) -> None:
+    def run(self, builder: Builder, runner: Runner, budget: Optional[int] = None) -> None:
         """Search until the neighbourhood is exhausted or the budget is spent.
 
         Parameters
@@ -195,9 +195,14 @@ class WorkloadSearch:
             The builder of the candidates.
         runner : Runner
             The runner of the candidates.
+        budget : Optional[int]
+            At most this many measurements, when fewer than the search's own
+            budget are left of a budget shared with other workloads.
         """
         if not self.space.dims:
             return
+        if budget is not None:
+            self.search.budget = min(self.search.budget, budget)
         self._observe_journal()
         self.check = OutputCheck(self._start_schedule, self.job.target, self.job.name, builder)
         self.driver.run(self._evaluate(builder, runner))

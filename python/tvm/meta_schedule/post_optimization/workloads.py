@@ -18,6 +18,7 @@
 
 import json
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Union
 
@@ -53,6 +54,8 @@ class PostOptimizationJob:
         Its fastest successful record for ``target``: the start of the search.
     postprocs : List[Postproc]
         The postprocessors every candidate goes through.
+    weight : float
+        How many times a run of the model runs the workload (the task weight).
     """
 
     name: str
@@ -60,6 +63,12 @@ class PostOptimizationJob:
     target: Target
     record: TuningRecord
     postprocs: List[Postproc] = field(default_factory=list)
+    weight: float = 1.0
+
+    @property
+    def share_secs(self) -> float:
+        """The workload's part of the model's run time: its best record's mean x its weight."""
+        return mean_run_secs(self.record) * self.weight
 
 
 def mean_run_secs(record: TuningRecord) -> Optional[float]:
@@ -220,11 +229,46 @@ def _task_job(
     return PostOptimizationJob(name, workload, record.target, record, postprocs)
 
 
+def check_task_weights(
+    task_weights: Optional[Sequence[float]],
+    tasks: Optional[Sequence[Union[TuneContext, IRModule, Workload]]],
+) -> Optional[List[float]]:
+    """The task weights as floats, checked against the tasks.
+
+    Raises
+    ------
+    ValueError
+        When weights are given without tasks, for another number of tasks, or
+        are not positive finite numbers.
+    """
+    if task_weights is None:
+        return None
+    if tasks is None:
+        raise ValueError("task_weights were given without tasks: pass the tasks they weigh")
+    weights = list(task_weights)
+    if len(weights) != len(tasks):
+        raise ValueError(
+            f"task_weights has {len(weights)} weights for {len(tasks)} tasks: give one per task"
+        )
+    for position, weight in enumerate(weights):
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, numbers.Real)
+            or not math.isfinite(weight)
+            or weight <= 0
+        ):
+            raise ValueError(
+                f"task_weights[{position}] must be a positive number of runs, got {weight!r}"
+            )
+    return [float(weight) for weight in weights]
+
+
 def collect_jobs(
     database: Database,
     tasks: Optional[Sequence[Union[TuneContext, IRModule, Workload]]],
     target: Optional[Target],
     skip_unusable: bool,
+    task_weights: Optional[Sequence[float]] = None,
 ) -> List[PostOptimizationJob]:
     """Check the input and pair each workload with its best record.
 
@@ -238,6 +282,8 @@ def collect_jobs(
         The target whose records are exploited, or None for each task's own.
     skip_unusable : bool
         Log and skip the tasks that cannot be post-optimized instead of raising.
+    task_weights : Optional[Sequence[float]]
+        The weight of each task (see :func:`check_task_weights`); 1 by default.
 
     Returns
     -------
@@ -257,6 +303,7 @@ def collect_jobs(
             "post-optimization needs tuning records, but the database is empty: "
             "tune the workloads first (e.g. with tune_tir or tune_tasks)"
         )
+    weights = check_task_weights(task_weights, tasks)
     if tasks is None:
         return _database_jobs(database, target)
     if len(tasks) == 0:
@@ -264,7 +311,10 @@ def collect_jobs(
     jobs = []
     for position, task in enumerate(tasks):
         try:
-            jobs.append(_task_job(database, task, f"task {position}", target))
+            job = _task_job(database, task, f"task {position}", target)
+            if weights is not None:
+                job.weight = weights[position]
+            jobs.append(job)
         except ValueError as error:
             if not skip_unusable:
                 raise
