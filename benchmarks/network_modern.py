@@ -179,16 +179,18 @@ class Network:
         seconds = self.weighted_seconds(work_dir)
         budget = args.tasks * args.post_trials
         all_tasks = list(range(len(self.tasks)))
-        for method, indices, shared in (
-            ("ms-N+droplet", by_flops, {}),
-            # The library's order: every task, the largest best-record time x weight first,
-            # until the same number of measurements is spent.
-            (
-                "ms-N+droplet-by-time",
-                all_tasks,
-                dict(task_weights=[task.weight for task in self.tasks], max_trials_global=budget),
-            ),
-        ):
+        # The library's order: every task, the largest best-record time x weight first,
+        # until the same number of measurements is spent; per-task caps other than
+        # --post-trials on request (--shared-caps).
+        shared = dict(task_weights=[task.weight for task in self.tasks], max_trials_global=budget)
+        selections = [
+            ("ms-N+droplet", by_flops, args.post_trials, {}),
+            ("ms-N+droplet-by-time", all_tasks, args.post_trials, shared),
+        ]
+        selections += [
+            (f"ms-N+droplet-by-time-cap{cap}", all_tasks, cap, shared) for cap in args.shared_caps
+        ]
+        for method, indices, cap, options in selections:
             post_dir = self.workdir / method
             shutil.copytree(work_dir, post_dir)
             post_run = short.branch(method)
@@ -196,12 +198,12 @@ class Network:
             with post_clock:
                 results = post_optimize(
                     ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False),
-                    args.post_trials,
+                    cap,
                     target=self.target,
                     builder=builder,
                     runner=runner,
                     tasks=[self.tasks[index].dispatched[0] for index in indices],
-                    **shared,
+                    **options,
                 )
             searched = [(index, result) for index, result in zip(indices, results) if result.measured]
             share = sum(seconds[index] for index, _ in searched) / sum(seconds)

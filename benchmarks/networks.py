@@ -185,6 +185,11 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--ms-trials", type=int, default=4, help="MetaSchedule: N trials per task")
     parser.add_argument("--post-trials", type=int, default=32, help="MetaSchedule: Droplet trials per task")
     parser.add_argument(
+        "--shared-caps", default="",
+        help="MetaSchedule: also run ms-N+droplet-by-time with these per-task caps (comma-separated), "
+        "same global budget (--tasks x --post-trials), as ms-N+droplet-by-time-capC",
+    )
+    parser.add_argument(
         "--population", type=int, default=256,
         help="evolutionary search population of Ansor and MetaSchedule (0: theirs, 2048 and 512)",
     )
@@ -211,7 +216,12 @@ def parse_args(line: str) -> argparse.Namespace:
     for name in args.networks.split(","):
         if name not in onnx_networks.NETWORKS:
             raise SystemExit(f"unknown network {name!r}; choose from {onnx_networks.NETWORKS}")
+    try:
+        args.shared_caps = [int(cap) for cap in args.shared_caps.split(",") if cap]
+    except ValueError:
+        raise SystemExit(f"--shared-caps takes comma-separated trial counts, got {args.shared_caps!r}")
     budgets = (args.tasks, args.trials, args.explore, args.exploit, args.ms_trials, args.post_trials)
+    budgets += tuple(args.shared_caps)
     if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1:
         raise SystemExit("budgets and --timing-rounds must be positive and --factor at least 2")
     return args
