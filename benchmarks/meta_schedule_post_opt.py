@@ -214,12 +214,6 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="runner: measurements per candidate")
     parser.add_argument("--min-repeat-ms", type=int, default=50, help="runner: min_repeat_ms")
     parser.add_argument("--timing-rounds", type=int, default=7, help="final interleaved timings")
-    parser.add_argument(
-        "--cost-models", default="none",
-        help="ours once per cost_model of post_optimize, comma-separated: none (method ms-N+ours), "
-        "xgb (ms-N+ours-xgb)",
-    )
-    parser.add_argument("--no-upstream", action="store_true", help="leave upstream's PostOpt out")
     parser.add_argument("--out", help="results folder (default benchmarks/results/meta_schedule)")
     args = parser.parse_args()
     if args.quick:
@@ -243,12 +237,7 @@ def main() -> int:
         )
     )
     long_name = f"ms-{args.factor}N"
-    cost_models = args.cost_models.split(",")
-    if not cost_models or any(model not in ("none", "xgb") for model in cost_models):
-        raise SystemExit(f"--cost-models takes none and xgb, got {args.cost_models!r}")
-    ours = ["ours" if model == "none" else f"ours-{model}" for model in cost_models]
-    post_methods = ours + ([] if args.no_upstream else ["upstream"])
-    methods = ("ms-N", *(f"ms-N+{which}" for which in post_methods), long_name)
+    methods = ("ms-N", "ms-N+ours", "ms-N+upstream", long_name)
     task_name = "matmul_" + "x".join(map(str, shape))
     out = Path(args.out)
     print(f"TVM {tvm.__version__}, target {target}, N={args.trials}", flush=True)
@@ -281,22 +270,21 @@ def main() -> int:
                     print(f"  [r{repeat}] ms-N: {seconds:.1f} s", flush=True)
                     runs = {"ms-N": (work_dir, seconds)}
                     curves.append(curve_from_work_dir(Curve("ms-N", task_name, repeat), work_dir, flop))
-                    post = list(post_methods)
+                    post = ["ours", "upstream"]
                     random.Random(repeat + 1).shuffle(post)
                     for which in post:
                         copy = Path(scratch) / f"{which}-{repeat}"
                         shutil.copytree(work_dir, copy)
                         curve = curve_from_work_dir(Curve(f"ms-N+{which}", task_name, repeat), work_dir, flop)
                         start = time.time()
-                        if which.startswith("ours"):
+                        if which == "ours":
                             database = ms.database.JSONDatabase(work_dir=str(copy), allow_missing=False)
                             (result,) = post_optimize(
-                                database, args.post_trials, builder=builder, runner=runner,
-                                cost_model=None if which == "ours" else which.split("-", 1)[1],
+                                database, args.post_trials, builder=builder, runner=runner
                             )
                             post_seconds = time.time() - start
                             # Ours commits every program it measures, in order: the exact curve.
-                            curve = curve_from_work_dir(Curve(f"ms-N+{which}", task_name, repeat), copy, flop)
+                            curve = curve_from_work_dir(Curve("ms-N+ours", task_name, repeat), copy, flop)
                             detail = (
                                 f"{result.trials} trials, speedup {result.speedup:.2f}x "
                                 f"({result.stop_reason})"

@@ -214,8 +214,6 @@ def test_bad_arguments_are_named():
         DropletTuner(task, start_position=[0, 99, 0])
     with pytest.raises(ValueError, match="batch_size"):
         DropletTuner(task, batch_size=0)
-    with pytest.raises(ValueError, match="cost_model must be one of"):
-        DropletTuner(task, cost_model="lightgbm")
     with pytest.raises(ValueError, match="rejected by the config space's filter"):
         DropletTuner(matmul_task(space_kind="filtered"), start_position=[0, 0, 0])
 
@@ -233,24 +231,6 @@ def test_bowl_cost_converges_to_its_optimum(batch_size):
     assert tuner.best_choice[0] == task.config_space.knob2point(optimum)
     assert "exhausted" in tuner.search.stop_reason
     assert len(measured) < task.config_space.range_length / 4, "the space was enumerated"
-
-
-def test_cost_model_reorders_but_still_converges():
-    """With an XGB cost model ranking the candidates, the tuner reaches the same optimum
-    on a filtered space, measuring each valid config once; the model learned them all."""
-    task = matmul_task(space_kind="filtered")
-    space = task.config_space
-    optimum = [2, 2, 4]  # inner tiles 4 x 8: an area the filter keeps
-    assert space.is_index_valid(space.knob2point(optimum))
-    plain = drive(DropletTuner(task, handover=None), bowl(task, optimum), 2)
-    tuner = DropletTuner(task, handover=None, cost_model="xgb")
-    measured = drive(tuner, bowl(task, optimum), 2)
-    assert tuner.best_choice[1] == optimum
-    assert "exhausted" in tuner.search.stop_reason
-    assert len(set(measured)) == len(measured)
-    assert all(space.is_index_valid(index) for index in measured)
-    assert measured != plain, "the model changed nothing"
-    assert tuner._model_learned > 0  # pylint: disable=protected-access
 
 
 @pytest.mark.parametrize("batch_size", [1, 5])

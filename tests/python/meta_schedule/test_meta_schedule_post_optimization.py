@@ -374,84 +374,6 @@ def test_shared_budget_goes_to_the_largest_share(builder):
     assert results[0].after == results[0].before == pytest.approx(1e-4)
 
 
-@derived_object
-class RecordingModel(ms.cost_model.PyCostModel):
-    """A MetaSchedule cost model remembering what it learned and what it scored.
-
-    Random scores: the test is about how the scores are used.  (The legacy
-    line's XGBModel cannot train with xgboost 2 or later: it imports
-    xgboost.rabit; "xgb" runs on the modern line.)
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.model = ms.cost_model.RandomModel(seed=0)
-        self.learned = []  # the number of candidates of each update
-        self.scored = []  # (modules, scores) of each prediction
-
-    def load(self, path):
-        self.model.load(path)
-
-    def save(self, path):
-        self.model.save(path)
-
-    def update(self, context, candidates, results):
-        self.learned.append(len(candidates))
-        self.model.update(context, candidates, results)
-
-    def predict(self, context, candidates):
-        scores = self.model.predict(context, candidates)
-        self.scored.append(([candidate.sch.mod for candidate in candidates], list(scores)))
-        return scores
-
-
-@tvm.testing.requires_llvm
-def test_cost_model_picks_each_batch(tuned, builder):
-    """With a cost model, it learns the workload's records and every batch, and each
-    batch holds the best-scored of the candidates it was drawn from."""
-    work_dir, _, _ = tuned
-    database = ms.database.MemoryDatabase()
-    for record in ms.database.JSONDatabase(work_dir=work_dir).get_all_tuning_records():
-        database.commit_tuning_record(
-            ms.database.TuningRecord(
-                record.trace,
-                database.commit_workload(record.workload.mod),
-                record.run_secs,
-                record.target,
-                record.args_info,
-            )
-        )
-    records = len(database.get_all_tuning_records())
-    context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
-    space = TraceSpace(best_record(database, matmul()).trace, matmul(), context.space_generator.postprocs)
-    start = space.schedule(space.start).mod
-    model, recording = RecordingModel(), RecordingBuilder(builder)
-    (result,) = post_optimize(
-        database,
-        7,
-        tasks=[context],
-        builder=recording,
-        runner=runner(),
-        batch_size=4,
-        cost_model=model,
-    )
-    assert result.measured == 7
-    assert model.learned[0] == records, "first the database's records"
-    assert sum(model.learned[1:]) == result.measured, "then every measured program"
-    # The first batch: the start again, then the 3 best-scored of the first candidates
-    # (9 of them: three per place in the batch), unless two of them are one program.
-    mods, scores = model.scored[0]
-    assert len(mods) == 9
-    ranked = [mod for _, mod in sorted(zip(scores, mods), key=lambda item: -item[0])]
-    assert structural_equal(recording.mods[0], start), "the start is measured again first"
-    first_batch = recording.mods[1:4]
-    top = ranked[:3]
-    assert sum(any(structural_equal(mod, chosen) for chosen in top) for mod in first_batch) >= 2
-    assert not any(
-        structural_equal(mod, other) for mod in first_batch for other in ranked[6:]
-    ), "a candidate scored below the batch's was measured in its place"
-
-
 def database_files(work_dir):
     paths = [f"{work_dir}/database_workload.json", f"{work_dir}/database_tuning_record.json"]
     return [open(path, "rb").read() for path in paths]
@@ -470,7 +392,6 @@ def database_files(work_dir):
         ("weight_value", "must be a positive number of runs"),
         ("weights_alone", "without tasks"),
         ("global_zero", "max_trials_global must be a positive"),
-        ("cost_model", "cost_model must be 'xgb'"),
     ],
 )
 def test_bad_input_leaves_the_database_untouched(tuned, case, message):
@@ -496,8 +417,6 @@ def test_bad_input_leaves_the_database_untouched(tuned, case, message):
             post_optimize(database, 4, task_weights=[1])
         elif case == "global_zero":
             post_optimize(database, 4, max_trials_global=0)
-        elif case == "cost_model":
-            post_optimize(database, 4, cost_model="lightgbm")
         else:
             context = ms.TuneContext(
                 mod=matmul(), target=OTHER_TARGET, space_generator="post-order-apply"

@@ -42,9 +42,6 @@ LOGGER = logging.getLogger("autotvm")
 HANDOVERS = ("xgb", None)
 """The ``handover`` choices of :class:`DropletTuner`."""
 
-COST_MODELS = ("xgb", None)
-"""The ``cost_model`` choices of :class:`DropletTuner`."""
-
 
 class _TaskLogger(logging.LoggerAdapter):
     """Prefixes the search's messages with the name of the task being tuned."""
@@ -94,12 +91,6 @@ class DropletTuner(Tuner):
         left: ``"xgb"`` (the default), an ``XGBTuner`` with knob features fed
         every measurement so far; None stops there, as the original Droplet
         tuner did.
-    cost_model : Optional[str]
-        Orders the neighbourhood: with ``"xgb"``, an ``XGBoostCostModel`` with
-        knob features, retrained on every measurement of the search, scores
-        three times as many candidates as each round holds and the best-scored
-        are measured (the neighbourhood is the same, only its order changes).
-        None (the default) measures it in its own order.
     """
 
     def __init__(
@@ -111,7 +102,6 @@ class DropletTuner(Tuner):
         batch_size: Optional[int] = None,
         failure_limit: Optional[int] = None,
         handover: Optional[str] = "xgb",
-        cost_model: Optional[str] = None,
     ):
         super().__init__(task)
         if batch_size is not None and (
@@ -122,17 +112,11 @@ class DropletTuner(Tuner):
             raise ValueError(f"batch_size must be a positive number of configs, got {batch_size!r}")
         if handover not in HANDOVERS:
             raise ValueError(f"handover must be one of {HANDOVERS}, got {handover!r}")
-        if cost_model not in COST_MODELS:
-            raise ValueError(f"cost_model must be one of {COST_MODELS}, got {cost_model!r}")
         self.geometry = KnobGeometry(self.space)
         self.dims: List[int] = list(self.geometry.dims)
         self.pvalue = pvalue
         self.batch_size = batch_size
         self.handover = handover
-        self.cost_model = cost_model
-        # The model ranking the candidates, and how many measurements it learned.
-        self._model = None
-        self._model_learned = 0
         self.search = DropletSearch(
             self.dims,
             self._start_point(start_position),
@@ -140,7 +124,6 @@ class DropletTuner(Tuner):
             is_valid=self.geometry.is_valid,
             failure_limit=failure_limit,
             logger=_TaskLogger(LOGGER, {"task": task.name}),
-            rank=None if cost_model is None else self._rank,
         )
         # The tuner that took over once Droplet Search finished, and its best config.
         self.successor: Optional[Tuner] = None
@@ -232,28 +215,6 @@ class DropletTuner(Tuner):
                 "is rejected by the config space's filter"
             )
         return self.geometry.point_of_knobs(start)
-
-    def _rank(self, points: List[Tuple[int, ...]]) -> List[float]:
-        """The cost model's predicted throughput of candidate points, higher first.
-
-        The model is trained again whenever the search measured something new;
-        before its first success every candidate scores the same.
-        """
-        history = self.search.history
-        if len(history) != self._model_learned:
-            throughputs = [1.0 / mean(costs) if costs else 0.0 for costs in history.values()]
-            if max(throughputs) > 0:
-                if self._model is None:
-                    # pylint: disable=import-outside-toplevel
-                    from .xgboost_cost_model import XGBoostCostModel
-
-                    self._model = XGBoostCostModel(self.task, feature_type="knob", loss_type="reg")
-                indices = [self._index(point) for point in history]
-                self._model.fit(indices, throughputs, plan_size=max(1, len(points)))
-                self._model_learned = len(history)
-        if self._model is None:
-            return [0.0] * len(points)
-        return [float(score) for score in self._model.predict([self._index(p) for p in points])]
 
     # ------------------------------------------------------------- tuning
     @property

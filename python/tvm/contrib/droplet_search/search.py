@@ -32,13 +32,6 @@ of :mod:`.neighbourhood`:
    counted measurements is spent, or when ``failure_limit`` counted
    measurements in a row failed (an all-invalid neighbourhood).
 
-With a ``rank`` (a cost model's predictions), each batch is chosen among more
-candidates of the walk than it holds: the walk's next ``rank_pool`` times as
-many points are ranked, the most promising are proposed, and the others go back
-to the front of the walk, to be ranked again with the next batch.  The
-neighbourhood is the same, only its order changes: the search still converges
-only once every valid neighbour of the centre is measured.
-
 No point is proposed twice, points rejected by ``is_valid`` are never proposed,
 and a failed point (no costs) never becomes a centre.  Points measured before the
 search (a log being resumed) are given to :meth:`DropletSearch.observe`: they are
@@ -56,9 +49,6 @@ from .statistics import is_faster, mean
 
 Costs = Tuple[float, ...]
 """The costs (seconds per run) measured for one point; empty when it failed."""
-
-Rank = Callable[[List[Point]], Sequence[float]]
-"""Predicts how promising each of a list of points is: higher is measured first."""
 
 _LOGGER = logging.getLogger("droplet_search")
 
@@ -90,13 +80,6 @@ class DropletSearch:
         radius (see :class:`~.neighbourhood.Walk`); axis moves only otherwise.
     logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
         Where moves and the reason the search finished are reported.
-    rank : Optional[Rank]
-        Scores candidate points (a cost model's predicted throughput, say;
-        higher is more promising): each batch is the best-scored of the walk's
-        next ``rank_pool`` times as many points, ties kept in walk order.  The
-        walk's own order when omitted.
-    rank_pool : int
-        How many candidates are ranked per point of a batch (at least 1).
     """
 
     def __init__(
@@ -110,8 +93,6 @@ class DropletSearch:
         failure_limit: Optional[int] = None,
         diagonals: bool = True,
         logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
-        rank: Optional[Rank] = None,
-        rank_pool: int = 3,
     ):
         self.dims: Point = tuple(int(size) for size in dims)
         if any(size < 1 for size in self.dims):
@@ -120,12 +101,8 @@ class DropletSearch:
             raise ValueError(f"pvalue must be in (0, 1], got {pvalue}")
         if budget is not None and (isinstance(budget, bool) or budget < 1):
             raise ValueError(f"the budget must be a positive number of measurements, got {budget}")
-        if isinstance(rank_pool, bool) or not isinstance(rank_pool, int) or rank_pool < 1:
-            raise ValueError(f"rank_pool must be a positive number of candidates, got {rank_pool!r}")
         self.pvalue = float(pvalue)
         self.budget = budget
-        self.rank = rank
-        self.rank_pool = rank_pool
         self.failure_limit = max(1, 2 * len(self.dims)) if failure_limit is None else failure_limit
         if self.failure_limit < 1:
             raise ValueError(f"failure_limit must be positive, got {failure_limit}")
@@ -269,46 +246,14 @@ class DropletSearch:
         if count and self._centre_needs_measuring():
             batch.append(self.centre)
             self._outstanding[self.centre] = None
-        wanted = count - len(batch)
-        if wanted:
-            candidates = self._draw(wanted * self.rank_pool if self.rank is not None else wanted)
-            if len(candidates) > wanted:
-                candidates = self._most_promising(candidates, wanted)
-            batch.extend(candidates)
-        return batch
-
-    def _draw(self, count: int) -> List[Point]:
-        """Take up to ``count`` points off the walk, reserved as outstanding."""
-        drawn: List[Point] = []
-        while len(drawn) < count:
+        while len(batch) < count:
             point = self._peek()
             if point is None:
                 break
             self._lookahead = None
             self._outstanding[point] = None
-            drawn.append(point)
-        return drawn
-
-    def _most_promising(self, candidates: List[Point], count: int) -> List[Point]:
-        """The ``count`` best-ranked candidates; the others go back to the walk's front."""
-        scores = [float(score) for score in self.rank(list(candidates))]
-        if len(scores) != len(candidates):
-            raise ValueError(
-                f"rank() returned {len(scores)} scores for {len(candidates)} candidate points"
-            )
-        order = sorted(
-            range(len(candidates)),
-            key=lambda position: (
-                -scores[position] if math.isfinite(scores[position]) else math.inf,
-                position,
-            ),
-        )
-        chosen = [candidates[position] for position in order[:count]]
-        returned = [candidates[position] for position in order[count:]]
-        for point in returned:
-            del self._outstanding[point]
-        self._walk.promote(returned)
-        return chosen
+            batch.append(point)
+        return batch
 
     def _peek(self) -> Optional[Point]:
         """The next point the walk would propose; finishes the search when there is none."""

@@ -43,7 +43,6 @@ from ..runner import Runner
 from ..tune_context import TuneContext
 from .defaults import resolve_builder, resolve_runner
 from .journal import Journal, check_appendable, database_files
-from .ranking import CostModelChoice, resolve_cost_model
 from .search import WorkloadSearch
 from .trace_space import trace_key
 from .workloads import collect_jobs, mean_run_secs
@@ -99,7 +98,6 @@ def post_optimize(
     skip_unusable: bool = False,
     task_weights: Optional[Sequence[float]] = None,
     max_trials_global: Optional[int] = None,
-    cost_model: CostModelChoice = None,
 ) -> List[PostOptimizationResult]:
     """Exploit the best tuning record of each workload with Droplet Search.
 
@@ -180,13 +178,6 @@ def post_optimize(
     max_trials_global : Optional[int]
         The budget of all workloads together; unbounded (``trials`` per
         workload) when omitted.
-    cost_model : Union[None, str, CostModel]
-        Orders the candidates: each batch is the most promising of three times
-        as many points of the neighbourhood, by this model trained on the
-        workload's records and on every batch measured.  ``"xgb"`` is a new
-        :class:`~tvm.meta_schedule.cost_model.XGBModel` per workload; a
-        ``CostModel`` given is trained and shared by all workloads.  None
-        measures the neighbourhood in its own order.
 
     Returns
     -------
@@ -218,7 +209,6 @@ def post_optimize(
         raise ValueError(f"pvalue must be in (0, 1], got {pvalue!r}")
     if target is not None and not isinstance(target, Target):
         target = Target(target)
-    resolve_cost_model(cost_model)  # a bad choice fails before anything is measured
     jobs = collect_jobs(database, tasks, target, skip_unusable, task_weights)
     check_appendable(database_files(database))
     searches = []
@@ -227,12 +217,7 @@ def post_optimize(
             journal = Journal(database, job.workload, job.target)
             searches.append(
                 WorkloadSearch(
-                    job,
-                    journal,
-                    pvalue=pvalue,
-                    budget=int(trials),
-                    batch_size=batch_size,
-                    cost_model=resolve_cost_model(cost_model),
+                    job, journal, pvalue=pvalue, budget=int(trials), batch_size=batch_size
                 )
             )
         except ValueError as error:

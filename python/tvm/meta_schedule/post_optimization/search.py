@@ -23,14 +23,12 @@ from tvm.contrib.droplet_search import BatchDriver, DropletSearch, mean
 from tvm.tir.schedule import Schedule
 
 from ..builder import Builder
-from ..cost_model import CostModel
 from ..database import TuningRecord
 from ..logging import get_logger
 from ..runner import Runner
 from .journal import Journal
 from .measure import Measurement, measure_schedules
 from .programs import ProgramKey, seconds
-from .ranking import CandidateRanking
 from .trace_space import Point, TraceSpace
 from .verification import OutputCheck
 from .workloads import PostOptimizationJob, mean_run_secs
@@ -69,9 +67,6 @@ class WorkloadSearch:
         The largest number of programs to build and run.
     batch_size : Optional[int]
         Programs measured together; by default two per dimension of the space.
-    cost_model : Optional[CostModel]
-        Orders the candidates of each batch (see :class:`~.ranking.CandidateRanking`);
-        the neighbourhood's own order when None.
 
     Raises
     ------
@@ -87,7 +82,6 @@ class WorkloadSearch:
         pvalue: float,
         budget: int,
         batch_size: Optional[int] = None,
-        cost_model: Optional[CostModel] = None,
     ):
         self.job = job
         self.journal = journal
@@ -101,11 +95,6 @@ class WorkloadSearch:
                 "with the task's postprocessors"
             )
         self._start_schedule = start
-        self.ranking = (
-            None
-            if cost_model is None
-            else CandidateRanking(cost_model, job.workload.mod, job.target)
-        )
         self.search = DropletSearch(
             self.space.dims,
             self.space.start,
@@ -113,7 +102,6 @@ class WorkloadSearch:
             is_valid=lambda point: self._schedule(point) is not None,
             budget=budget,
             logger=_WorkloadLogger(logger, {"name": job.name}),
-            rank=None if self.ranking is None else self._rank,
         )
         self.driver = BatchDriver(
             self.search, batch_size or max(1, 2 * len(self.space.dims)), identify=self._identify
@@ -128,10 +116,6 @@ class WorkloadSearch:
         if point not in self._schedules:
             self._schedules[point] = self.space.schedule(point)
         return self._schedules[point]
-
-    def _rank(self, points: List[Point]) -> List[float]:
-        """The cost model's scores of valid points (their schedules are cached)."""
-        return self.ranking.scores([self._schedule(point) for point in points])
 
     def _identify(self, point: Point):
         schedule = self._schedule(point)
@@ -168,8 +152,6 @@ class WorkloadSearch:
             )
             for point, schedule, measurement in zip(points, schedules, measurements):
                 self.records[point] = self.journal.commit(schedule, measurement.run_secs)
-            if self.ranking is not None:
-                self.ranking.learn(schedules, [measurement.run_secs for measurement in measurements])
             return [seconds(measurement.run_secs) or None for measurement in measurements]
 
         return evaluate
@@ -222,8 +204,6 @@ class WorkloadSearch:
         if budget is not None:
             self.search.budget = min(self.search.budget, budget)
         self._observe_journal()
-        if self.ranking is not None:
-            self.ranking.learn_records(self.journal.records)
         self.check = OutputCheck(self._start_schedule, self.job.target, self.job.name, builder)
         self.driver.run(self._evaluate(builder, runner))
 
