@@ -159,7 +159,13 @@ class WorkloadSearch:
     def _check_outputs(
         self, points: Sequence[Point], measurements: List[Measurement], contends
     ) -> None:
-        """Check, fastest first, the candidates that could become the best record or centre."""
+        """Check, fastest first, the candidates that could become the best record or centre.
+
+        When the batch holds the start again, its artifact is the check's reference.
+        """
+        for point, measurement in zip(points, measurements):
+            if point == self.space.start and measurement.artifact_path is not None:
+                self.check.reference_from(measurement.artifact_path)
         timed = sorted(
             (mean(seconds(m.run_secs)), position)
             for position, m in enumerate(measurements)

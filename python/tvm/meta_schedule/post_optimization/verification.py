@@ -21,8 +21,9 @@ a miscompiled or wrongly scheduled kernel can become a workload's best
 record.  Before a candidate may become the best, the post-optimizer runs the
 artifact the builder made for it (the one the runner measured) on fixed
 random inputs on this machine, and compares every argument afterwards with
-what the start schedule (the record the search started from, built once by
-the same builder) computes from the same inputs.
+what the start schedule (the record the search started from, built by the
+same builder: the build of its re-measurement when there is one, else a build
+of its own) computes from the same inputs.
 
 The check needs the target's code to run on this machine.  When it cannot
 (a cross-compiling target measured on remote devices through an RPC runner,
@@ -81,14 +82,34 @@ class OutputCheck:
         self._expected: Optional[List[np.ndarray]] = None
         self._disabled: Optional[str] = None
 
+    def reference_from(self, artifact_path: str) -> None:
+        """Take the expected outputs from an artifact of the start schedule built by the
+        builder already (the start measured again in a batch): the start is then not
+        built a second time.  The artifact stays the caller's.
+
+        Parameters
+        ----------
+        artifact_path : str
+            The builder's artifact of the start schedule.
+        """
+        if self._expected is None and self._disabled is None:
+            self._run_reference(artifact_path)
+
     def _prepare(self) -> None:
-        """Run the start schedule here once, or switch the check off saying why."""
+        """Build and run the start schedule here once, or switch the check off saying why."""
         if self._expected is not None or self._disabled is not None:
             return
         (built,) = self.builder.build([BuilderInput(self.start.mod, self.target)])
         if built.error_msg is not None or built.artifact_path is None:
             self._disable("the start schedule did not build", built.error_msg)
             return
+        try:
+            self._run_reference(built.artifact_path)
+        finally:
+            remove_build_dir(built.artifact_path)
+
+    def _run_reference(self, artifact_path: str) -> None:
+        """Run the start's artifact on the random inputs, or switch the check off."""
         try:
             device = runtime_device(self.target.get_target_device_type(), 0)
             if not device.exist:
@@ -98,13 +119,11 @@ class OutputCheck:
                 random_array([int(extent) for extent in info.shape], str(info.dtype), rng)
                 for info in ArgInfo.from_entry_func(self.start.mod, remove_preproc=True)
             ]
-            self._expected = self._outputs(tvm.runtime.load_module(built.artifact_path))
+            self._expected = self._outputs(tvm.runtime.load_module(artifact_path))
         except Exception as error:  # pylint: disable=broad-except
             # The start ran on the runner's device: failing here means that the
             # target's code cannot run on this machine.
             self._disable(f"code for target {self.target} cannot run on this machine", error)
-        finally:
-            remove_build_dir(built.artifact_path)
 
     def _disable(self, why: str, error) -> None:
         self._disabled = f"{why} ({error_summary(RuntimeError(str(error)))})"
