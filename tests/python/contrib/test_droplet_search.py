@@ -138,6 +138,7 @@ def test_bad_parameters(kwargs, message):
 def test_ask_needs_a_positive_integer(count):
     with pytest.raises(ValueError, match="positive number"):
         DropletSearch((3, 3)).ask(count)
+    assert len(DropletSearch((3, 3)).ask(np.int64(3))) == 3, "any integer type will do"
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -1.0])

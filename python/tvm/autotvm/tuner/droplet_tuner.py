@@ -25,12 +25,11 @@ the engine; see its documentation.  Once Droplet Search has converged, another
 tuner (``handover``) goes on with every measurement made so far.
 """
 import logging
-import numbers
 import operator
 from collections.abc import Mapping
 from typing import Dict, List, Optional, Sequence, Set, Tuple
 
-from tvm.contrib.droplet_search import DropletSearch, mean
+from tvm.contrib.droplet_search import DropletSearch, is_count, mean
 
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
 from .droplet_history import read_records, task_history
@@ -104,11 +103,7 @@ class DropletTuner(Tuner):
         handover: Optional[str] = "xgb",
     ):
         super().__init__(task)
-        if batch_size is not None and (
-            isinstance(batch_size, bool)
-            or not isinstance(batch_size, numbers.Integral)
-            or batch_size < 1
-        ):
+        if batch_size is not None and not is_count(batch_size):
             raise ValueError(f"batch_size must be a positive number of configs, got {batch_size!r}")
         if handover not in HANDOVERS:
             raise ValueError(f"handover must be one of {HANDOVERS}, got {handover!r}")
@@ -324,7 +319,7 @@ class DropletTuner(Tuner):
         (``KeyboardInterrupt``) can be continued by calling ``tune`` again: those
         configs were never reported, so they are handed out again.
         """
-        if isinstance(n_trial, bool) or not isinstance(n_trial, numbers.Integral) or n_trial < 1:
+        if not is_count(n_trial):
             raise ValueError(
                 f"n_trial must be a positive integer number of measurements, got {n_trial!r}"
             )

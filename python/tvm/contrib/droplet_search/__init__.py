@@ -30,5 +30,5 @@ runs, checks and records a batch of points; :class:`DropletResult` reports it.
 from .driver import BatchDriver
 from .neighbourhood import Point
 from .report import DropletResult, error_summary
-from .search import Costs, DropletSearch
+from .search import Costs, DropletSearch, is_count
 from .statistics import is_faster, mean

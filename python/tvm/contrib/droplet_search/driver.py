@@ -27,7 +27,7 @@ from collections import defaultdict
 from typing import Callable, Dict, Hashable, List, Optional, Sequence
 
 from .neighbourhood import Point
-from .search import Costs, DropletSearch
+from .search import Costs, DropletSearch, is_count
 
 Evaluate = Callable[
     [List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]
@@ -61,7 +61,7 @@ class BatchDriver:
         batch_size: int,
         identify: Optional[Callable[[Point], Hashable]] = None,
     ):
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if not is_count(batch_size):
             raise ValueError(
                 f"batch_size must be a positive number of programs, got {batch_size!r}"
             )

@@ -41,6 +41,7 @@ challengers on costs measured alongside theirs.
 """
 import logging
 import math
+import numbers
 import types
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
@@ -51,6 +52,11 @@ Costs = Tuple[float, ...]
 """The costs (seconds per run) measured for one point; empty when it failed."""
 
 _LOGGER = logging.getLogger("droplet_search")
+
+
+def is_count(value) -> bool:
+    """Whether ``value`` is a positive integer: a budget, a batch size (a bool is not)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
 
 
 class DropletSearch:
@@ -99,7 +105,7 @@ class DropletSearch:
             raise ValueError(f"every dimension needs at least one value, got sizes {self.dims}")
         if not 0.0 < pvalue <= 1.0:
             raise ValueError(f"pvalue must be in (0, 1], got {pvalue}")
-        if budget is not None and (isinstance(budget, bool) or budget < 1):
+        if budget is not None and not is_count(budget):
             raise ValueError(f"the budget must be a positive number of measurements, got {budget}")
         self.pvalue = float(pvalue)
         self.budget = budget
@@ -235,7 +241,7 @@ class DropletSearch:
             observed costs are re-measured); fewer than ``count``, possibly
             none, when the budget runs out or a round must be decided first.
         """
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        if not is_count(count):
             raise ValueError(f"ask() needs a positive number of points, got {count!r}")
         if self.stop_reason is not None:
             return []

@@ -32,7 +32,7 @@ import numbers
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
-from tvm.contrib.droplet_search import DropletResult, mean
+from tvm.contrib.droplet_search import DropletResult, is_count, mean
 from tvm.ir import IRModule
 from tvm.target import Target
 
@@ -194,16 +194,16 @@ def post_optimize(
         JSON database file cut short by a process stopped mid-write), before
         anything is measured or committed.
     """
-    if not _is_count(trials):
+    if not is_count(trials):
         raise ValueError(
             f"post-optimization needs a positive number of trials per workload, got {trials!r}"
         )
-    if max_trials_global is not None and not _is_count(max_trials_global):
+    if max_trials_global is not None and not is_count(max_trials_global):
         raise ValueError(
             "max_trials_global must be a positive number of trials for all workloads, "
             f"got {max_trials_global!r}"
         )
-    if batch_size is not None and not _is_count(batch_size):
+    if batch_size is not None and not is_count(batch_size):
         raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
     if isinstance(pvalue, bool) or not isinstance(pvalue, numbers.Real) or not 0 < pvalue <= 1:
         raise ValueError(f"pvalue must be in (0, 1], got {pvalue!r}")
@@ -247,11 +247,6 @@ def post_optimize(
         if remaining is not None:
             remaining -= results[position].measured
     return [results[position] for position in range(len(searches))]
-
-
-def _is_count(value) -> bool:
-    """Whether ``value`` is a positive integer (a bool is not)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
 
 
 def _not_searched(search: WorkloadSearch, reason: str) -> PostOptimizationResult:
