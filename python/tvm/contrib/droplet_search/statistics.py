@@ -15,6 +15,7 @@
 # specific language governing permissions and limitations
 # under the License.
 """The acceptance test of Droplet Search: is a candidate convincingly faster?"""
+import math
 from statistics import fmean as mean
 from typing import Sequence
 
@@ -54,12 +55,44 @@ def is_faster(candidate: Sequence[float], incumbent: Sequence[float], pvalue: fl
         # Welch's statistic is 0/0 here (scipy answers nan); equal repeats that
         # differ are as convincing as samples get.
         return True
+    return welch_less_pvalue(candidate, incumbent) <= pvalue
+
+
+def welch_less_pvalue(candidate: Sequence[float], incumbent: Sequence[float]) -> float:
+    """The p-value of Welch's one-sided t-test that ``candidate`` has the lower mean.
+
+    The p-value of ``scipy.stats.ttest_ind(candidate, incumbent, equal_var=False,
+    alternative="less")``, from Student's t distribution function
+    (``scipy.special.stdtr``): importing ``scipy.stats`` costs a tuning process
+    about a second, ``scipy.special`` a quarter of that.
+
+    Parameters
+    ----------
+    candidate, incumbent : Sequence[float]
+        Two or more costs each, not all equal in both.
+
+    Returns
+    -------
+    pvalue : float
+        The probability of a t statistic this low if the means were equal.
+    """
     # scipy is imported here, not at module level: the engine itself needs only
     # the standard library, and MetaSchedule's users get scipy with xgboost.
-    from scipy import stats  # pylint: disable=import-outside-toplevel
+    from scipy.special import stdtr  # pylint: disable=import-outside-toplevel
 
-    result = stats.ttest_ind(candidate, incumbent, equal_var=False, alternative="less")
-    return bool(result.pvalue <= pvalue)
+    candidate_error = _sample_variance(candidate) / len(candidate)
+    incumbent_error = _sample_variance(incumbent) / len(incumbent)
+    error = candidate_error + incumbent_error
+    statistic = (mean(candidate) - mean(incumbent)) / math.sqrt(error)
+    degrees_of_freedom = error**2 / (
+        candidate_error**2 / (len(candidate) - 1) + incumbent_error**2 / (len(incumbent) - 1)
+    )
+    return float(stdtr(degrees_of_freedom, statistic))
+
+
+def _sample_variance(values: Sequence[float]) -> float:
+    centre = mean(values)
+    return sum((value - centre) ** 2 for value in values) / (len(values) - 1)
 
 
 def _spread(values: Sequence[float]) -> float:
