@@ -17,6 +17,7 @@
 """The acceptance test of Droplet Search: is a candidate convincingly faster?"""
 import math
 from statistics import fmean as mean
+from statistics import variance
 from typing import Sequence
 
 
@@ -80,19 +81,14 @@ def welch_less_pvalue(candidate: Sequence[float], incumbent: Sequence[float]) ->
     # the standard library, and MetaSchedule's users get scipy with xgboost.
     from scipy.special import stdtr  # pylint: disable=import-outside-toplevel
 
-    candidate_error = _sample_variance(candidate) / len(candidate)
-    incumbent_error = _sample_variance(incumbent) / len(incumbent)
+    candidate_error = variance(candidate) / len(candidate)
+    incumbent_error = variance(incumbent) / len(incumbent)
     error = candidate_error + incumbent_error
     statistic = (mean(candidate) - mean(incumbent)) / math.sqrt(error)
     degrees_of_freedom = error**2 / (
         candidate_error**2 / (len(candidate) - 1) + incumbent_error**2 / (len(incumbent) - 1)
     )
     return float(stdtr(degrees_of_freedom, statistic))
-
-
-def _sample_variance(values: Sequence[float]) -> float:
-    centre = mean(values)
-    return sum((value - centre) ** 2 for value in values) / (len(values) - 1)
 
 
 def _spread(values: Sequence[float]) -> float:
