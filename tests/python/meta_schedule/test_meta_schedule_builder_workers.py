@@ -87,7 +87,8 @@ def test_kept_workers_serve_calls_until_used_up(tmp_path):
     assert "the matmul of size 17 does not build" in errors[1]
     for result in results[:1] + results[2:]:
         assert os.path.isfile(result.artifact_path)
-    first, second = worker_ids(record)[:3], worker_ids(record)[3:]
+    workers = worker_ids(record)
+    first, second = workers[:3], workers[3:]
     assert len(set(first)) == 1 and len(set(second)) == 1 and first[0] != second[0]
     assert len(second) == 3
 
