@@ -140,8 +140,9 @@ def logged_lines(work_dir):
 
 
 @pytest.fixture(scope="module", name="tuned")
-def fixture_tuned(tmp_path_factory, builder):
-    """Tune the matmul, with a post-optimization budget, in one call of tune_tir.
+def fixture_tuned(tmp_path_factory):
+    """Tune the matmul, with a post-optimization budget, in one call of tune_tir
+    with the builder given by name, as by default.
 
     Returns the work directory, the database tune_tir returned, and the lines
     of the work directory's log files (the post-optimizer logs to them, as
@@ -154,7 +155,7 @@ def fixture_tuned(tmp_path_factory, builder):
         work_dir,
         max_trials_global=TUNING_TRIALS,
         num_trials_per_iter=TUNING_TRIALS,
-        builder=builder,
+        builder="local",
         runner=runner(),
         cost_model="random",  # tuning quality does not matter here, only its records
         seed=0,
@@ -173,6 +174,8 @@ def test_tune_tir_with_post_optimization(tuned):
     reused = int(re.search(r"(\d+) records reused", report).group(1))
     assert 1 <= measured <= POST_TRIALS
     assert reused >= 1
+    # Post-optimization built with a builder of the same name that keeps its workers.
+    assert any("LocalBuilder: workers kept across calls" in message for message in messages)
     records = database.get_all_tuning_records()
     reloaded = ms.database.JSONDatabase(work_dir=work_dir, allow_missing=False)
     reloaded_records = reloaded.get_all_tuning_records()
