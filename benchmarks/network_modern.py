@@ -22,12 +22,10 @@ post-optimizes the heaviest ones by FLOPs, and on another copy of the
 database every task with the same total budget (``max_trials_global``),
 those that take the most time in the N network first (``task_weights``).
 
-Builds run in this process (:class:`InProcessBuilder`): MetaSchedule's
-LocalBuilder starts new worker processes for every batch, and on TVM 0.27
-each new worker spends 10-14 s of CPU importing the tensor intrinsics before
-its first build, which would dominate tuning with a few trials per task
-(2-3 s with patch 14 of the v0.27.0 series; building in process is still
-cheaper).
+Builds run in the post-optimizer's ``default_builder``: one LocalBuilder
+worker, kept across batches (``max_builds_per_worker``), so a batch does not
+wait for a new worker's imports, with a 120 s build timeout.  (Builds in this
+process, as before 2026-12-02, had no timeout: one hung for 17 minutes.)
 All methods use the same builder and runner.
 """
 import shutil
@@ -39,13 +37,10 @@ import onnx
 import tvm
 import tvm.s_tir.analysis
 from tvm import relax
-from tvm.ir.utils import derived_object
 from tvm.relax.frontend.onnx import from_onnx
 from tvm.s_tir import meta_schedule as ms
 from tvm.s_tir.meta_schedule import relax_integration
-from tvm.s_tir.meta_schedule.builder import BuilderResult, PyBuilder
-from tvm.s_tir.meta_schedule.builder.local_builder import default_build, default_export
-from tvm.s_tir.meta_schedule.post_optimization import post_optimize
+from tvm.s_tir.meta_schedule.post_optimization import default_builder, post_optimize
 from tvm.s_tir.meta_schedule.post_optimization.workloads import mean_run_secs
 from tvm.testing import onnx_networks
 
@@ -58,21 +53,6 @@ RECORDS = "database_tuning_record.json"
 def host_target() -> tvm.target.Target:
     """The host CPU with both cores."""
     return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": 2})
-
-
-@derived_object
-class InProcessBuilder(PyBuilder):
-    """Builds candidates one after another in this process, with MetaSchedule's own build and export."""
-
-    def build(self, build_inputs) -> List[BuilderResult]:
-        results = []
-        for build_input in build_inputs:
-            try:
-                module = default_build(build_input.mod, build_input.target, None)
-                results.append(BuilderResult(default_export(module), None))
-            except Exception as err:  # pylint: disable=broad-except
-                results.append(BuilderResult(None, f"InProcessBuilder: {type(err).__name__}: {err}"))
-        return results
 
 
 class Network:
@@ -142,7 +122,7 @@ class Network:
         """MetaSchedule N, N + Droplet post-optimization, and 5N; ``scheduler`` is ``meta_schedule``."""
         assert scheduler == "meta_schedule", scheduler
         args = self.args
-        builder = InProcessBuilder()
+        builder = default_builder(max_workers=1)
         runner = ms.runner.LocalRunner(
             evaluator_config=ms.runner.EvaluatorConfig(
                 number=3, repeat=3, min_repeat_ms=0 if args.quick else 50
