@@ -107,6 +107,26 @@ def test_never_proposes_invalid_points():
     assert search.best[0] == optimum
 
 
+def test_coupled_factors_are_exchanged():
+    """A factor moved from one tile level to another: two coordinates, one step."""
+
+    # The exponents of 2 at two inner levels of a split of 2^4: their sum is at most 4.
+    # The more of the split at the outer level (a lower sum), the slower; with the
+    # split used up, the more at level 0, the faster.  From (1, 3) every valid axis
+    # move is slower and every diagonal of two valid axis moves too.
+    def split_cost(point):
+        first, second = point
+        base = 1.0 + 10.0 * (4 - first - second) + (4 - first)
+        return [base * (1.0 + 1e-3 * k) for k in range(3)]
+
+    valid = lambda point: point[0] + point[1] <= 4
+    search = DropletSearch((5, 5), start=(1, 3), is_valid=valid)
+    proposed = run(search, split_cost, 4)
+    assert all(valid(point) for point in proposed)
+    assert search.best[0] == (4, 0)
+    assert len(proposed) == len(set(proposed))
+
+
 def test_invalid_start_and_seeds_are_rejected():
     with pytest.raises(ValueError, match="not a valid point"):
         DropletSearch((4, 4), is_valid=lambda point: point != (0, 0))
@@ -310,6 +330,17 @@ def test_neighbourhood_of_many_knobs_is_linear():
     diagonal = [point for point in rest if sum(1 for x in point if x) == 2]
     assert 0 < len(diagonal) <= 2 * 20, "the pairs of a radius are capped at 2 x dims"
     assert len(rest) - len(diagonal) == 20 * 6, "the axis moves of radius 2 to 7"
+
+
+def test_repaired_moves_stay_linear_in_many_knobs():
+    # A sum that may not grow: every step up is invalid, and each of the 20 is
+    # repaired by a step down any of 10 other axes: about 190 repaired moves.
+    start = (1,) * 10 + (0,) * 10
+    valid = lambda point: sum(point) <= 10
+    search = DropletSearch((8,) * 20, start=start, is_valid=valid)
+    first = search.ask(10_000)
+    repaired = [point for point in first if sum(1 for a, b in zip(start, point) if a != b) == 2]
+    assert 0 < len(repaired) <= 2 * 20, "the repaired moves of a radius are capped at 2 x dims"
 
 
 def test_rugged_cost_reaches_an_axis_local_minimum():

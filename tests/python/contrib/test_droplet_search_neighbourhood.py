@@ -63,6 +63,18 @@ def test_promoted_points_come_first():
     assert walk_points(walk)[:2] == [(2, 2), (0, 2)]
 
 
+def test_repaired_moves_end_each_radius():
+    """An invalid axis move comes back combined with each step that makes it valid."""
+    # Two exponents of one split: their sum may not exceed 2.
+    valid = lambda point: point[0] + point[1] <= 2
+    axis_moves = [(2, 1), (0, 1), (1, 2), (1, 0)]  # (2, 1) and (1, 2) are invalid
+    walk = Walk((1, 1), (3, 3), DirectionScores((3, 3)).order(), is_valid=valid)
+    # (2, 1) made valid by the step down the other axis, then (1, 2) likewise.
+    assert walk_points(walk) == axis_moves + [(2, 0), (0, 2)]
+    without = Walk((1, 1), (3, 3), DirectionScores((3, 3)).order())
+    assert walk_points(without) == axis_moves
+
+
 def test_pairs_combine_the_best_axis_moves():
     """Pairs combine the best measured axis moves of a radius."""
     centre = (2, 2, 2)

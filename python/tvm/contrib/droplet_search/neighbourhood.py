@@ -32,7 +32,14 @@ the first Droplet tuner, is exponential in the number of dimensions):
   that improved on ``a`` (that step combined with the accepted one);
 - within a radius, the directions that improved recently come first (their
   score decays as other directions improve), so on a budget the likeliest
-  winners are measured first.
+  winners are measured first;
+- *repaired* moves, after the axis moves of each radius: an axis move that
+  leaves the valid points (a tile factor that no longer divides the loop with
+  the other factors of its split) combined with each axis move of the same
+  radius on another axis that makes it valid again (the factor taken from
+  another level of the split), at most ``2 * len(dims)`` per radius.  Where
+  validity couples coordinates, these are the single steps of the space's own
+  geometry, which no axis move makes.
 
 Steps that leave the box are dropped: no wrap-around, no clamping.
 """
@@ -90,7 +97,8 @@ class Walk:
     """The points around one centre, in the order they are proposed.
 
     Promoted points first, then for each radius ``r = 1, 2, ...`` the axis
-    moves at ``r``, directions in the given order.
+    moves at ``r``, directions in the given order, then (given ``is_valid``)
+    the repaired moves at ``r``.
 
     Parameters
     ----------
@@ -102,6 +110,8 @@ class Walk:
         The order of the directions within each radius.
     max_radius : Optional[int]
         The largest step length; by default the largest that fits the box.
+    is_valid : Optional[Callable[[Point], bool]]
+        Whether a point is valid; without it, no repaired moves are made.
     """
 
     def __init__(
@@ -110,21 +120,48 @@ class Walk:
         dims: Sequence[int],
         directions: Sequence[Direction],
         max_radius: Optional[int] = None,
+        is_valid: Optional[Callable[[Point], bool]] = None,
     ):
         self.centre = centre
         self.dims = tuple(dims)
         self.max_radius = max(self.dims, default=1) - 1 if max_radius is None else max_radius
         self.directions = list(directions)
+        self.is_valid = is_valid
         self.paired: Set[Point] = set()
         self._promoted: Deque[Point] = deque()
         self._moves: Iterator[Point] = self._axis_moves()
 
     def _axis_moves(self) -> Iterator[Point]:
         for radius in range(1, self.max_radius + 1):
+            steps = []
             for axis, sign in self.directions:
                 index = self.centre[axis] + sign * radius
                 if 0 <= index < self.dims[axis]:
+                    steps.append((axis, sign * radius))
                     yield shifted(self.centre, axis, sign * radius)
+            if self.is_valid is not None:
+                yield from self._repaired_moves(steps)
+
+    def _repaired_moves(self, steps: Sequence[Tuple[int, int]]) -> Iterator[Point]:
+        """Each invalid axis move of ``steps`` combined with another step that makes it valid.
+
+        At most ``2 * len(dims)`` per radius, as many as its axis moves, so that a
+        space where most points are invalid keeps a neighbourhood linear in its
+        dimensions.
+        """
+        proposed: Set[Point] = set()
+        for broken in steps:
+            if self.is_valid(shifted(self.centre, *broken)):
+                continue
+            for repair in steps:
+                if repair[0] == broken[0]:
+                    continue
+                point = combined(self.centre, [broken, repair])
+                if point not in proposed and self.is_valid(point):
+                    proposed.add(point)
+                    yield point
+                    if len(proposed) >= 2 * len(self.dims):
+                        return
 
     def promote(self, points: Sequence[Point]) -> None:
         """Propose ``points`` (those inside the box) before every other point."""

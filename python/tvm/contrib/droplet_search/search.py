@@ -388,7 +388,7 @@ class DropletSearch:
         self.moves += 1
 
     def _new_walk(self, centre: Point) -> Walk:
-        return Walk(centre, self.dims, self._scores.order())
+        return Walk(centre, self.dims, self._scores.order(), is_valid=self.is_valid)
 
     def _gain(self, point: Point) -> Optional[float]:
         """The relative gain of ``point`` over the centre; None unless both succeeded."""
