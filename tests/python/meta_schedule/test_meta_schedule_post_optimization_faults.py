@@ -302,6 +302,48 @@ def test_faults_are_recorded_and_never_best(start, messages):
 
 
 @tvm.testing.requires_llvm
+def test_wrong_start_is_checked_by_the_workload(start, messages):
+    """A start record that computes a wrong result is caught by the unscheduled workload.
+
+    Its builds come out wrong (as a compiler defect makes them): the start is then
+    no reference for the candidates, which compute right.
+    """
+    start_program = start.first_batch(1)[0][0]
+    database = start.database()
+    (result,) = post_optimize(
+        database,
+        6,
+        tasks=[start.context],
+        builder=builder({start_program: "wrong_result"}),
+        runner=runner(),
+        batch_size=6,
+    )
+    warnings = [m.getMessage() for m in messages.records if m.levelno >= logging.WARNING]
+    (caught,) = [message for message in warnings if "the start record computes a wrong" in message]
+    assert "from the unscheduled workload's" in caught
+    # Only the start is a wrong result: the candidates match the unscheduled workload.
+    assert not [message for message in warnings if "a candidate" in message]
+    assert result.wrong_results == 1
+    # The start's measurement in this run is recorded as a failure, and a candidate,
+    # checked and correct, is the best of what this run measured.
+    by_program = records_by_program(database)
+    start_records = by_program[trace_key(start.schedule.trace)]
+    assert [seconds(record.run_secs) for record in start_records][1:] == [[FAILED]]
+    measured = [
+        record
+        for key, records in by_program.items()
+        if key != trace_key(start.schedule.trace)
+        for record in records
+        if mean_secs(record) < FAILED
+    ]
+    assert len(measured) == result.measured - 1
+    fastest = min(measured, key=mean_secs)
+    schedule = Schedule(matmul())
+    fastest.trace.apply_to_schedule(schedule, remove_postproc=False)
+    check_matches_numpy(schedule.mod)
+
+
+@tvm.testing.requires_llvm
 def test_failed_records_are_not_measured_again(start):
     """A program the database records as failed (1e10) is not built again."""
     database = start.database()

@@ -122,7 +122,11 @@ def post_optimize(
     the workload's best record: its outputs are first compared with the
     start schedule's on the same random inputs (see
     :class:`~.verification.OutputCheck`), and a mismatch is committed as a
-    failure and logged.  Nothing is ever removed or rewritten.
+    failure and logged.  The start's own outputs are compared with the
+    unscheduled workload's first: a start that computes a wrong result is
+    logged, its measurement committed as a failure, and candidates are then
+    compared with the unscheduled workload.  Nothing is ever removed or
+    rewritten.
 
     Resuming: the search starts from the workload's best record for the
     target, and every record of the workload for the target whose trace

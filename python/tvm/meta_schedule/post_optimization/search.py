@@ -110,6 +110,7 @@ class WorkloadSearch:
         self.wrong_results = 0
         # The mean run time a candidate must beat to become the workload's best record.
         self.best_valid_secs = mean_run_secs(job.record)
+        self._start_forgotten = False
 
     def _schedule(self, point: Point) -> Optional[Schedule]:
         """The postprocessed schedule of a point (kept until the point is measured)."""
@@ -162,10 +163,17 @@ class WorkloadSearch:
         """Check, fastest first, the candidates that could become the best record or centre.
 
         When the batch holds the start again, its artifact is the check's reference.
+        A start that computes a wrong result (see
+        :attr:`~.verification.OutputCheck.start_difference`) is recorded as a failure
+        there, and no longer sets the run time that candidates must beat.
         """
         for point, measurement in zip(points, measurements):
             if point == self.space.start and measurement.artifact_path is not None:
                 self.check.reference_from(measurement.artifact_path)
+                if self.check.start_difference is not None and measurement.run_secs:
+                    measurement.fail(f"wrong result: {self.check.start_difference}")
+                    self.wrong_results += 1
+        self._forget_a_wrong_start()
         timed = sorted(
             (mean(seconds(m.run_secs)), position)
             for position, m in enumerate(measurements)
@@ -176,6 +184,7 @@ class WorkloadSearch:
             if not (self.best_valid_secs is None or secs < self.best_valid_secs or contends(costs)):
                 continue
             reason = self.check.mismatch(measurements[position].artifact_path)
+            self._forget_a_wrong_start()
             if reason is None:
                 self.best_valid_secs = (
                     secs if self.best_valid_secs is None else min(secs, self.best_valid_secs)
@@ -191,6 +200,12 @@ class WorkloadSearch:
                 secs * 1e6,
                 reason,
             )
+
+    def _forget_a_wrong_start(self) -> None:
+        """Once the check found the start wrong, its run time bars no candidate."""
+        if self.check.start_difference is not None and not self._start_forgotten:
+            self._start_forgotten = True
+            self.best_valid_secs = None
 
     def run(self, builder: Builder, runner: Runner, budget: Optional[int] = None) -> None:
         """Search until the neighbourhood is exhausted or the budget is spent.
@@ -210,7 +225,9 @@ class WorkloadSearch:
         if budget is not None:
             self.search.budget = min(self.search.budget, budget)
         self._observe_journal()
-        self.check = OutputCheck(self._start_schedule, self.job.target, self.job.name, builder)
+        self.check = OutputCheck(
+            self._start_schedule, self.job.target, self.job.name, builder, self.job.workload.mod
+        )
         self.driver.run(self._evaluate(builder, runner))
 
     @property

@@ -25,6 +25,15 @@ what the start schedule (the record the search started from, built by the
 same builder: the build of its re-measurement when there is one, else a build
 of its own) computes from the same inputs.
 
+The start is a tuning record, and a compiler defect can have made it wrong as
+well.  So the start's outputs are first compared with those of the unscheduled
+workload, built by TVM here for the same target.  When they differ, the start
+is wrong: that is logged, and the unscheduled workload's outputs become the
+reference.  This needs the unscheduled workload to build for the target and
+to take the start's arguments, and it is skipped for workloads of more than
+:data:`UNSCHEDULED_FLOP_LIMIT` operations, whose unscheduled loops would run
+for too long.
+
 The check needs the target's code to run on this machine.  When it cannot
 (a cross-compiling target measured on remote devices through an RPC runner,
 or a device this machine lacks), the check is switched off with one log
@@ -38,8 +47,10 @@ import numpy as np
 import tvm
 from tvm.contrib.droplet_search import error_summary
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
+from tvm.ir import IRModule
 from tvm.runtime import device as runtime_device
 from tvm.target import Target
+from tvm.tir.analysis import estimate_tir_flops
 from tvm.tir.schedule import Schedule
 
 from ..arg_info import ArgInfo
@@ -51,6 +62,10 @@ logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 SEED = 0
 """Seed of the random inputs."""
+
+UNSCHEDULED_FLOP_LIMIT = 2e9
+"""The largest workload, in floating-point operations, whose unscheduled program is
+run to check the start (at about one GFLOPS, a couple of seconds)."""
 
 
 def _array(data: np.ndarray, device):
@@ -71,13 +86,31 @@ class OutputCheck:
         The workload's name, for log messages.
     builder : Builder
         The builder of the candidates, which builds the start schedule too.
+    workload : Optional[IRModule]
+        The unscheduled workload, whose outputs check the start's; the start is
+        not checked when omitted.
+
+    Attributes
+    ----------
+    start_difference : Optional[str]
+        How the start's outputs differ from the unscheduled workload's, once the
+        reference is prepared; None when they match or could not be compared.
     """
 
-    def __init__(self, start: Schedule, target: Target, name: str, builder: Builder):
+    def __init__(
+        self,
+        start: Schedule,
+        target: Target,
+        name: str,
+        builder: Builder,
+        workload: Optional[IRModule] = None,
+    ):
         self.start = start
         self.target = target
         self.name = name
         self.builder = builder
+        self.workload = workload
+        self.start_difference: Optional[str] = None
         self._inputs: Optional[List[np.ndarray]] = None
         self._expected: Optional[List[np.ndarray]] = None
         self._disabled: Optional[str] = None
@@ -124,6 +157,60 @@ class OutputCheck:
             # The start ran on the runner's device: failing here means that the
             # target's code cannot run on this machine.
             self._disable(f"code for target {self.target} cannot run on this machine", error)
+            return
+        self._check_start()
+
+    def _check_start(self) -> None:
+        """Compare the start's outputs with the unscheduled workload's; when they
+        differ, the start is wrong and the unscheduled workload's outputs are the reference."""
+        expected = self._unscheduled_outputs()
+        difference = None if expected is None else output_difference(self._expected, expected)
+        if difference is None:
+            return
+        self.start_difference = f"{difference} from the unscheduled workload's"
+        self._expected = expected
+        logger.warning(
+            "Post-optimization of %s: the start record computes a wrong result (%s); "
+            "candidates are checked against the unscheduled workload instead",
+            self.name,
+            self.start_difference,
+        )
+
+    def _unscheduled_outputs(self) -> Optional[List[np.ndarray]]:
+        """The unscheduled workload's outputs on the inputs, None when it cannot be run."""
+        if self.workload is None:
+            return None
+        try:
+            flops = float(estimate_tir_flops(self.workload))
+            if flops > UNSCHEDULED_FLOP_LIMIT:
+                logger.debug(
+                    "Post-optimization of %s: the start is not checked against the unscheduled "
+                    "workload, too large to run (%.3g operations)",
+                    self.name,
+                    flops,
+                )
+                return None
+            signature = [info.as_json() for info in ArgInfo.from_entry_func(self.workload)]
+            start = ArgInfo.from_entry_func(self.start.mod, remove_preproc=True)
+            if signature != [info.as_json() for info in start]:
+                logger.debug(
+                    "Post-optimization of %s: the start is not checked against the unscheduled "
+                    "workload, whose arguments differ (rewritten layouts)",
+                    self.name,
+                )
+                return None
+            module = tvm.build(self.workload, target=self.target)
+            (function,) = self.workload.get_global_vars()
+            entry = getattr(module, "entry_name", None) or function.name_hint
+            return self._outputs(module, entry)
+        except Exception as error:  # pylint: disable=broad-except
+            logger.debug(
+                "Post-optimization of %s: the start is not checked against the unscheduled "
+                "workload, which does not run here: %s",
+                self.name,
+                error_summary(error),
+            )
+            return None
 
     def _disable(self, why: str, error) -> None:
         self._disabled = f"{why} ({error_summary(RuntimeError(str(error)))})"
@@ -134,11 +221,12 @@ class OutputCheck:
             self._disabled,
         )
 
-    def _outputs(self, module) -> List[np.ndarray]:
-        """Every argument of ``module``'s entry function after one call on the inputs."""
+    def _outputs(self, module, name: Optional[str] = None) -> List[np.ndarray]:
+        """Every argument of ``module``'s function ``name`` (by default its entry
+        function) after one call on the inputs."""
         device = runtime_device(self.target.get_target_device_type(), 0)
         args = [_array(data, device) for data in self._inputs]
-        module[module.entry_name](*args)
+        module[name or module.entry_name](*args)
         device.sync()
         return [arg.numpy() for arg in args]
 
@@ -164,4 +252,8 @@ class OutputCheck:
         except Exception as error:  # pylint: disable=broad-except
             return f"it fails to run on this machine: {error_summary(error)}"
         difference = output_difference(got, self._expected)
-        return None if difference is None else f"{difference} from the start schedule's"
+        if difference is None:
+            return None
+        if self.start_difference is not None:
+            return f"{difference} from the unscheduled workload's"
+        return f"{difference} from the start schedule's"
