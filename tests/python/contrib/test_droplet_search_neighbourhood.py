@@ -75,6 +75,17 @@ def test_repaired_moves_end_each_radius():
     assert walk_points(without) == axis_moves
 
 
+def test_repaired_moves_pair_unequal_steps():
+    """A broken move is also repaired by a step one shorter on another axis."""
+    # A unit of the second coordinate is worth two of the first (a factor and its
+    # square on two levels of a split, say).
+    valid = lambda point: point[0] + 2 * point[1] <= 3
+    walk = Walk((1, 1), (4, 4), DirectionScores((4, 4)).order(), is_valid=valid)
+    radius_1 = [(2, 1), (0, 1), (1, 2), (1, 0), (2, 0)]
+    # At radius 2, two up the first axis is valid with one down the second.
+    assert walk_points(walk) == radius_1 + [(3, 1), (1, 3), (3, 0)]
+
+
 def test_pairs_combine_the_best_axis_moves():
     """Pairs combine the best measured axis moves of a radius."""
     centre = (2, 2, 2)

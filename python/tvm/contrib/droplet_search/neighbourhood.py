@@ -35,15 +35,16 @@ the first Droplet tuner, is exponential in the number of dimensions):
   winners are measured first;
 - *repaired* moves, after the axis moves of each radius: an axis move that
   leaves the valid points (a tile factor that no longer divides the loop with
-  the other factors of its split) combined with each axis move of the same
-  radius on another axis that makes it valid again (the factor taken from
-  another level of the split), at most ``2 * len(dims)`` per radius.  Where
-  validity couples coordinates, these are the single steps of the space's own
-  geometry, which no axis move makes.
+  the other factors of its split) combined with each step on another axis
+  that makes it valid again (the factor taken from another level of the
+  split), one step at this radius and the other at it or one shorter, at most
+  ``2 * len(dims)`` per radius.  Where validity couples coordinates, these are
+  the single steps of the space's own geometry, which no axis move makes.
 
 Steps that leave the box are dropped: no wrap-around, no clamping.
 """
 from collections import deque
+from itertools import chain, product
 from typing import Callable, Deque, Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 Point = Tuple[int, ...]
@@ -51,6 +52,9 @@ Point = Tuple[int, ...]
 
 Direction = Tuple[int, int]
 """An axis and a sign (+1 or -1)."""
+
+Step = Tuple[int, int]
+"""An axis and a signed number of indices to move along it."""
 
 DECAY = 0.5
 """How much of a direction's score survives each later improvement elsewhere."""
@@ -132,6 +136,7 @@ class Walk:
         self._moves: Iterator[Point] = self._axis_moves()
 
     def _axis_moves(self) -> Iterator[Point]:
+        shorter: List[Step] = []
         for radius in range(1, self.max_radius + 1):
             steps = []
             for axis, sign in self.directions:
@@ -140,23 +145,31 @@ class Walk:
                     steps.append((axis, sign * radius))
                     yield shifted(self.centre, axis, sign * radius)
             if self.is_valid is not None:
-                yield from self._repaired_moves(steps)
+                yield from self._repaired_moves(steps, shorter)
+            shorter = steps
 
-    def _repaired_moves(self, steps: Sequence[Tuple[int, int]]) -> Iterator[Point]:
-        """Each invalid axis move of ``steps`` combined with another step that makes it valid.
+    def _repaired_moves(self, steps: Sequence[Step], shorter: Sequence[Step]) -> Iterator[Point]:
+        """The repaired moves of one radius: each invalid axis move combined with a step
+        on another axis that makes it valid, of this radius or one shorter.
 
-        At most ``2 * len(dims)`` per radius, as many as its axis moves, so that a
-        space where most points are invalid keeps a neighbourhood linear in its
-        dimensions.
+        First the invalid moves of ``steps`` (this radius) with the other ``steps``,
+        then with the ``shorter`` steps (of the radius before), then the invalid
+        ``shorter`` moves with ``steps``: a divisor's index and its double's are
+        not always the same distance apart on two axes.  At most ``2 * len(dims)``
+        per radius, as many as its axis moves, so that a space where most points
+        are invalid keeps a neighbourhood linear in its dimensions.
         """
+        broken = [step for step in steps if not self.is_valid(shifted(self.centre, *step))]
+        broken_shorter = [
+            step for step in shorter if not self.is_valid(shifted(self.centre, *step))
+        ]
+        candidates = chain(
+            product(broken, steps), product(broken, shorter), product(broken_shorter, steps)
+        )
         proposed: Set[Point] = set()
-        for broken in steps:
-            if self.is_valid(shifted(self.centre, *broken)):
-                continue
-            for repair in steps:
-                if repair[0] == broken[0]:
-                    continue
-                point = combined(self.centre, [broken, repair])
+        for invalid, repair in candidates:
+            if repair[0] != invalid[0]:
+                point = combined(self.centre, [invalid, repair])
                 if point not in proposed and self.is_valid(point):
                     proposed.add(point)
                     yield point
