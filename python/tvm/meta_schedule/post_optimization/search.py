@@ -108,9 +108,8 @@ class WorkloadSearch:
         )
         self.reused = 0
         self.wrong_results = 0
-        # The mean run time a candidate must beat to become the workload's best record.
-        self.best_valid_secs = mean_run_secs(job.record)
-        self._start_forgotten = False
+        # The mean run time of the fastest candidate whose outputs were checked.
+        self.best_checked_secs: Optional[float] = None
 
     def _schedule(self, point: Point) -> Optional[Schedule]:
         """The postprocessed schedule of a point (kept until the point is measured)."""
@@ -173,7 +172,6 @@ class WorkloadSearch:
                 if self.check.start_difference is not None and measurement.run_secs:
                     measurement.fail(f"wrong result: {self.check.start_difference}")
                     self.wrong_results += 1
-        self._forget_a_wrong_start()
         timed = sorted(
             (mean(seconds(m.run_secs)), position)
             for position, m in enumerate(measurements)
@@ -181,13 +179,13 @@ class WorkloadSearch:
         )
         for secs, position in timed:
             costs = seconds(measurements[position].run_secs)
-            if not (self.best_valid_secs is None or secs < self.best_valid_secs or contends(costs)):
+            to_beat = self._secs_to_beat()
+            if not (to_beat is None or secs < to_beat or contends(costs)):
                 continue
             reason = self.check.mismatch(measurements[position].artifact_path)
-            self._forget_a_wrong_start()
             if reason is None:
-                self.best_valid_secs = (
-                    secs if self.best_valid_secs is None else min(secs, self.best_valid_secs)
+                self.best_checked_secs = (
+                    secs if self.best_checked_secs is None else min(secs, self.best_checked_secs)
                 )
                 continue
             measurements[position].fail(f"wrong result: {reason}")
@@ -201,11 +199,13 @@ class WorkloadSearch:
                 reason,
             )
 
-    def _forget_a_wrong_start(self) -> None:
-        """Once the check found the start wrong, its run time bars no candidate."""
-        if self.check.start_difference is not None and not self._start_forgotten:
-            self._start_forgotten = True
-            self.best_valid_secs = None
+    def _secs_to_beat(self) -> Optional[float]:
+        """The mean run time a candidate must beat to become the workload's best record:
+        the fastest checked candidate's, or the start record's unless the start is wrong."""
+        times = [self.best_checked_secs]
+        if self.check.start_difference is None:
+            times.append(mean_run_secs(self.job.record))
+        return min((secs for secs in times if secs is not None), default=None)
 
     def run(self, builder: Builder, runner: Runner, budget: Optional[int] = None) -> None:
         """Search until the neighbourhood is exhausted or the budget is spent.
