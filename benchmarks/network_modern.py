@@ -55,6 +55,27 @@ def host_target() -> tvm.target.Target:
     return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": 2})
 
 
+def slack_of(seconds: List[float], flops: List[float], index: int) -> float:
+    """The best GFLOPS among the tasks over task ``index``'s own (inf without FLOPs)."""
+    rates = [work / secs for work, secs in zip(flops, seconds) if secs > 0 and work > 0]
+    if not rates or flops[index] <= 0 or seconds[index] <= 0:
+        return float("inf")
+    return max(rates) / (flops[index] / seconds[index])
+
+
+def headroom_order(seconds: List[float], flops: List[float]) -> List[int]:
+    """Task indices by headroom, largest first: a task's weighted time minus the time its
+    FLOPs would take at the best GFLOPS of any task, ``share x (1 - 1/slack)``."""
+    best = max((work / secs for work, secs in zip(flops, seconds) if secs > 0 and work > 0), default=0.0)
+
+    def headroom(index: int) -> float:
+        if best <= 0 or flops[index] <= 0:
+            return seconds[index]
+        return seconds[index] - flops[index] / best
+
+    return sorted(range(len(seconds)), key=lambda index: -headroom(index))
+
+
 class Network:
     """One ONNX network on the modern line: Relax module, compile helpers, tuning methods."""
 
@@ -118,6 +139,28 @@ class Network:
             scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(self.mod)
         return self._compiled(tvm.compile(scheduled, target=self.target))
 
+    def post_optimize_in_order(self, database, indices, cap, budget, builder, runner):
+        """``post_optimize`` of one task at a time, in the order of ``indices``, until
+        ``budget`` measurements are spent; one result per index (unreached: ``None``)."""
+        results = []
+        for index in indices:
+            if budget <= 0:
+                results.append(None)
+                continue
+            (result,) = post_optimize(
+                database,
+                cap,
+                target=self.target,
+                builder=builder,
+                runner=runner,
+                tasks=[self.tasks[index].dispatched[0]],
+                task_weights=[self.tasks[index].weight],
+                max_trials_global=budget,
+            )
+            budget -= result.measured
+            results.append(result)
+        return results
+
     def tune(self, scheduler: str) -> Iterator[Tuple[MethodRun, Compiled]]:
         """MetaSchedule N, N + Droplet post-optimization, and 5N; ``scheduler`` is ``meta_schedule``."""
         assert scheduler == "meta_schedule", scheduler
@@ -163,29 +206,47 @@ class Network:
         # until the same number of measurements is spent; per-task caps other than
         # --post-trials on request (--shared-caps).
         shared = dict(task_weights=[task.weight for task in self.tasks], max_trials_global=budget)
-        selections = [
-            ("ms-N+droplet", by_flops, args.post_trials, {}),
-            ("ms-N+droplet-by-time", all_tasks, args.post_trials, shared),
-        ]
-        selections += [
-            (f"ms-N+droplet-by-time-cap{cap}", all_tasks, cap, shared) for cap in args.shared_caps
-        ]
+        # By headroom: the same budget, one task at a time, the largest headroom first
+        # (see headroom_order).
+        by_headroom = headroom_order(seconds, self.weights)
+        print(
+            "  headroom order (task: share of N's kernel time, slack): "
+            + ", ".join(
+                f"{index + 1}: {seconds[index] / sum(seconds):.1%}, "
+                f"{slack_of(seconds, self.weights, index):.2f}"
+                for index in by_headroom
+            ),
+            flush=True,
+        )
+        orders = {
+            "flops": [("ms-N+droplet", by_flops, args.post_trials, {})],
+            "time": [("ms-N+droplet-by-time", all_tasks, args.post_trials, shared)]
+            + [(f"ms-N+droplet-by-time-cap{cap}", all_tasks, cap, shared) for cap in args.shared_caps],
+            "headroom": [("ms-N+droplet-by-headroom", by_headroom, args.post_trials, None)],
+        }
+        selections = [selection for order in args.post_orders for selection in orders[order]]
         for method, indices, cap, options in selections:
             post_dir = self.workdir / method
             shutil.copytree(work_dir, post_dir)
             post_run = short.branch(method)
             post_clock = Clock(post_run)
+            database = ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False)
             with post_clock:
-                results = post_optimize(
-                    ms.database.JSONDatabase(work_dir=str(post_dir), allow_missing=False),
-                    cap,
-                    target=self.target,
-                    builder=builder,
-                    runner=runner,
-                    tasks=[self.tasks[index].dispatched[0] for index in indices],
-                    **options,
-                )
-            searched = [(index, result) for index, result in zip(indices, results) if result.measured]
+                if options is None:
+                    results = self.post_optimize_in_order(database, indices, cap, budget, builder, runner)
+                else:
+                    results = post_optimize(
+                        database,
+                        cap,
+                        target=self.target,
+                        builder=builder,
+                        runner=runner,
+                        tasks=[self.tasks[index].dispatched[0] for index in indices],
+                        **options,
+                    )
+            searched = [
+                (index, result) for index, result in zip(indices, results) if result and result.measured
+            ]
             share = sum(seconds[index] for index, _ in searched) / sum(seconds)
             post_run.notes = (
                 f"post-optimized tasks {[index + 1 for index, _ in searched]} of {len(self.tasks)} "

@@ -185,6 +185,13 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--ms-trials", type=int, default=4, help="MetaSchedule: N trials per task")
     parser.add_argument("--post-trials", type=int, default=32, help="MetaSchedule: Droplet trials per task")
     parser.add_argument(
+        "--post-orders", default="flops,time",
+        help="MetaSchedule: the task orders of post-optimization to run (comma-separated): "
+        "flops (the --tasks heaviest by FLOPs, ms-N+droplet), time (the library's order, "
+        "ms-N+droplet-by-time), headroom (weighted time minus the time at the best task's GFLOPS, "
+        "ms-N+droplet-by-headroom); the last two with the budget --tasks x --post-trials",
+    )
+    parser.add_argument(
         "--shared-caps", default="",
         help="MetaSchedule: also run ms-N+droplet-by-time with these per-task caps (comma-separated), "
         "same global budget (--tasks x --post-trials), as ms-N+droplet-by-time-capC",
@@ -220,6 +227,9 @@ def parse_args(line: str) -> argparse.Namespace:
         args.shared_caps = [int(cap) for cap in args.shared_caps.split(",") if cap]
     except ValueError:
         raise SystemExit(f"--shared-caps takes comma-separated trial counts, got {args.shared_caps!r}")
+    args.post_orders = [order for order in args.post_orders.split(",") if order]
+    if not args.post_orders or set(args.post_orders) - {"flops", "time", "headroom"}:
+        raise SystemExit(f"--post-orders takes flops, time and headroom, got {','.join(args.post_orders)!r}")
     budgets = (args.tasks, args.trials, args.explore, args.exploit, args.ms_trials, args.post_trials)
     budgets += tuple(args.shared_caps)
     if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1:
