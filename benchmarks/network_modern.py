@@ -221,7 +221,11 @@ class Network:
         orders = {
             "flops": [("ms-N+droplet", by_flops, args.post_trials, {})],
             "time": [("ms-N+droplet-by-time", all_tasks, args.post_trials, shared)]
-            + [(f"ms-N+droplet-by-time-cap{cap}", all_tasks, cap, shared) for cap in args.shared_caps],
+            + [(f"ms-N+droplet-by-time-cap{cap}", all_tasks, cap, shared) for cap in args.shared_caps]
+            + [
+                (f"ms-N+droplet-by-time-{total}", all_tasks, args.post_trials, dict(shared, max_trials_global=total))
+                for total in args.global_budgets
+            ],
             "headroom": [("ms-N+droplet-by-headroom", by_headroom, args.post_trials, None)],
         }
         selections = [selection for order in args.post_orders for selection in orders[order]]
@@ -257,6 +261,8 @@ class Network:
             post_clock.checkpoint(count_lines(post_dir / RECORDS), post_compiled)
             yield post_run, post_compiled
 
+        if args.skip_5n:
+            return
         with clock:
             tune_relax(work_dir, 4 * args.ms_trials)
         compiled = self.compile(work_dir)

@@ -192,6 +192,12 @@ def parse_args(line: str) -> argparse.Namespace:
         "ms-N+droplet-by-headroom); the last two with the budget --tasks x --post-trials",
     )
     parser.add_argument(
+        "--global-budgets", default="",
+        help="MetaSchedule: also run ms-N+droplet-by-time with these global budgets (comma-separated "
+        "measurements, per-task cap --post-trials), as ms-N+droplet-by-time-B",
+    )
+    parser.add_argument("--skip-5n", action="store_true", help="MetaSchedule: no ms-5N (order comparisons)")
+    parser.add_argument(
         "--shared-caps", default="",
         help="MetaSchedule: also run ms-N+droplet-by-time with these per-task caps (comma-separated), "
         "same global budget (--tasks x --post-trials), as ms-N+droplet-by-time-capC",
@@ -225,13 +231,14 @@ def parse_args(line: str) -> argparse.Namespace:
             raise SystemExit(f"unknown network {name!r}; choose from {onnx_networks.NETWORKS}")
     try:
         args.shared_caps = [int(cap) for cap in args.shared_caps.split(",") if cap]
+        args.global_budgets = [int(budget) for budget in args.global_budgets.split(",") if budget]
     except ValueError:
-        raise SystemExit(f"--shared-caps takes comma-separated trial counts, got {args.shared_caps!r}")
+        raise SystemExit("--shared-caps and --global-budgets take comma-separated trial counts")
     args.post_orders = [order for order in args.post_orders.split(",") if order]
     if not args.post_orders or set(args.post_orders) - {"flops", "time", "headroom"}:
         raise SystemExit(f"--post-orders takes flops, time and headroom, got {','.join(args.post_orders)!r}")
     budgets = (args.tasks, args.trials, args.explore, args.exploit, args.ms_trials, args.post_trials)
-    budgets += tuple(args.shared_caps)
+    budgets += tuple(args.shared_caps) + tuple(args.global_budgets)
     if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1:
         raise SystemExit("budgets and --timing-rounds must be positive and --factor at least 2")
     return args
