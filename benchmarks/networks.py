@@ -132,32 +132,44 @@ def plot_latency(path: Path, title: str, runs: List[MethodRun], references: Dict
     return path
 
 
+def paired_ratio(samples: List[float], reference: List[float]) -> float:
+    """Median over the timing rounds of ``samples[i] / reference[i]``.
+
+    Both were timed in the same round, one after the other: on a noisy machine
+    the round's load cancels out of their ratio, not out of a ratio of medians.
+    """
+    return median([sample / base for sample, base in zip(samples, reference)])
+
+
 def final_table(
     runs: List[MethodRun],
     latencies: Dict[str, List[float]],
     errors: Dict[str, float],
 ) -> str:
-    """Markdown table: end-to-end ms, ratio to ONNX Runtime, measurements, tuning seconds."""
-    ort = median(latencies["onnxruntime"])
+    """Markdown table: end-to-end ms, ratios to ONNX Runtime and to the longest tuning run
+    (per timing round), measurements, tuning seconds."""
     rows = []
     by_method = {run.method: run for run in runs}
+    longest = max(runs, key=lambda run: run.measurements, default=None)
     for method, samples in latencies.items():
         run = by_method.get(method)
+        row = [method, median(samples) * 1e3, paired_ratio(samples, latencies["onnxruntime"])]
+        if longest:
+            row.append(paired_ratio(latencies[longest.method], samples))
+            row.append(run.tuning_seconds / longest.tuning_seconds if run else "-")
         rows.append(
-            [
-                method,
-                median(samples) * 1e3,
-                median(samples) / ort,
+            row
+            + [
                 run.measurements if run else "-",
                 run.tuning_seconds if run else "-",
                 f"{errors[method]:.1e}" + ("" if errors[method] <= TOLERANCE else " WRONG"),
                 run.notes if run else "",
             ]
         )
-    headers = [
-        "method",
-        "end-to-end ms (median)",
-        "latency / ONNX Runtime",
+    headers = ["method", "end-to-end ms (median)", "latency / ONNX Runtime (per round)"]
+    if longest:
+        headers += [f"speed vs {longest.method} (per round)", f"tuning time vs {longest.method}"]
+    headers += [
         "measurements",
         "tuning seconds",
         "output error vs ONNX Runtime",
