@@ -38,11 +38,15 @@ Methods (``--schedulers``):
   copy of that log ``droplet_exploit`` (``ansor-K+droplet``); the same
   TaskScheduler continued to F x K trials per task (``ansor-FK``).
 - ``meta_schedule`` (modern): ``tune_relax`` with N trials per task
-  (``ms-N``); on a copy of its database ``post_optimize`` of the heaviest
-  tasks (``ms-N+droplet``), and on another copy ``post_optimize`` of every
-  task with ``task_weights`` and the same total as ``max_trials_global``, the
-  largest best record x weight first (``ms-N+droplet-by-time``); the same
-  tuning continued to 5N (``ms-5N``).
+  (``ms-N``); on copies of its database, with ``--post-orders``: ``flops``,
+  ``post_optimize`` of the heaviest tasks (``ms-N+droplet``); ``time``,
+  ``post_optimize`` of every task with ``task_weights`` and the same total as
+  ``max_trials_global``, in the library's order (``ms-N+droplet-by-time``);
+  ``headroom``, the same budget spent one task at a time, the largest
+  weighted time minus the time at the best task's GFLOPS first
+  (``ms-N+droplet-by-headroom``); ``--global-budgets`` adds the library's order
+  with other totals (``ms-N+droplet-by-time-B``); the same tuning continued to
+  5N (``ms-5N``), unless ``--skip-5n``.
 """
 import argparse
 import importlib.util
