@@ -55,18 +55,23 @@ def host_target() -> tvm.target.Target:
     return tvm.target.Target({"kind": "llvm", "mcpu": host_cpu(), "num-cores": 2})
 
 
+def best_flops_rate(seconds: List[float], flops: List[float]) -> float:
+    """The highest FLOPs per second of any task (0 when no task has both)."""
+    return max((work / secs for work, secs in zip(flops, seconds) if secs > 0 and work > 0), default=0.0)
+
+
 def slack_of(seconds: List[float], flops: List[float], index: int) -> float:
     """The best GFLOPS among the tasks over task ``index``'s own (inf without FLOPs)."""
-    rates = [work / secs for work, secs in zip(flops, seconds) if secs > 0 and work > 0]
-    if not rates or flops[index] <= 0 or seconds[index] <= 0:
+    best = best_flops_rate(seconds, flops)
+    if best <= 0 or flops[index] <= 0 or seconds[index] <= 0:
         return float("inf")
-    return max(rates) / (flops[index] / seconds[index])
+    return best / (flops[index] / seconds[index])
 
 
 def headroom_order(seconds: List[float], flops: List[float]) -> List[int]:
     """Task indices by headroom, largest first: a task's weighted time minus the time its
     FLOPs would take at the best GFLOPS of any task, ``share x (1 - 1/slack)``."""
-    best = max((work / secs for work, secs in zip(flops, seconds) if secs > 0 and work > 0), default=0.0)
+    best = best_flops_rate(seconds, flops)
 
     def headroom(index: int) -> float:
         if best <= 0 or flops[index] <= 0:
@@ -139,6 +144,18 @@ class Network:
             scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(self.mod)
         return self._compiled(tvm.compile(scheduled, target=self.target))
 
+    def post_optimize(self, database, indices, cap, builder, runner, **options):
+        """``post_optimize`` of the tasks at ``indices`` on ``database``, ``cap`` trials each."""
+        return post_optimize(
+            database,
+            cap,
+            target=self.target,
+            builder=builder,
+            runner=runner,
+            tasks=[self.tasks[index].dispatched[0] for index in indices],
+            **options,
+        )
+
     def post_optimize_in_order(self, database, indices, cap, budget, builder, runner):
         """``post_optimize`` of one task at a time, in the order of ``indices``, until
         ``budget`` measurements are spent; one result per index (unreached: ``None``)."""
@@ -147,13 +164,12 @@ class Network:
             if budget <= 0:
                 results.append(None)
                 continue
-            (result,) = post_optimize(
+            (result,) = self.post_optimize(
                 database,
+                [index],
                 cap,
-                target=self.target,
-                builder=builder,
-                runner=runner,
-                tasks=[self.tasks[index].dispatched[0]],
+                builder,
+                runner,
                 task_weights=[self.tasks[index].weight],
                 max_trials_global=budget,
             )
@@ -239,15 +255,7 @@ class Network:
                 if options is None:
                     results = self.post_optimize_in_order(database, indices, cap, budget, builder, runner)
                 else:
-                    results = post_optimize(
-                        database,
-                        cap,
-                        target=self.target,
-                        builder=builder,
-                        runner=runner,
-                        tasks=[self.tasks[index].dispatched[0] for index in indices],
-                        **options,
-                    )
+                    results = self.post_optimize(database, indices, cap, builder, runner, **options)
             searched = [
                 (index, result) for index, result in zip(indices, results) if result and result.measured
             ]
