@@ -169,7 +169,7 @@ def main() -> int:
     parser.add_argument("--out", help="results folder (default benchmarks/results/ansor)")
     args = parser.parse_args()
     if args.quick:
-        args.tasks, args.explore, args.exploit, args.factor, args.repeats = "matmul", 4, 8, 4, 1
+        args.tasks, args.explore, args.exploit, args.factor, args.repeats = "matmul", 4, 8, 2, 1
         args.per_round, args.min_repeat_ms, args.timing_rounds = 4, 0, 3
     args.out = args.out or ("build/benchmarks-quick/ansor" if args.quick else "benchmarks/results/ansor")
     if min(args.explore, args.exploit, args.factor, args.repeats) < 1:

@@ -228,7 +228,7 @@ def parse_args(line: str) -> argparse.Namespace:
     args = parser.parse_args()
     if args.quick:
         args.networks, args.tasks, args.trials, args.tuners = "resnet18", 2, 4, "droplet,random"
-        args.explore, args.exploit, args.factor = 4, 4, 3
+        args.explore, args.exploit, args.factor = 4, 4, 2
         args.ms_trials, args.post_trials, args.timing_rounds, args.population = 1, 4, 3, 32
     if args.demo:
         args.networks, args.schedulers, args.tuners, args.tasks, args.trials = "resnet18", "autotvm", "droplet", 3, 32

@@ -185,7 +185,7 @@ def test_space_walk_proposes_valid_distinct_states(workload):
     def cost(point):
         return 1.0 + sum(abs(a - b) for a, b in zip(point, goal))
 
-    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=120)
+    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=48)
     proposed, programs = [], set()
     while not search.finished:
         points = search.ask(2 * len(space.dims))

@@ -52,8 +52,8 @@ SIZE = 64
 # runs in well under a second; the start of a builder's or runner's worker
 # process counts against these too); the injected slow builds and runs take many
 # times longer and never finish on their own.  Each timeout fault costs its timeout.
-BUILD_TIMEOUT = 20
-RUN_TIMEOUT = 20
+BUILD_TIMEOUT = 10
+RUN_TIMEOUT = 10
 UNROLL_PRAGMA = "pragma_auto_unroll_max_step"
 
 

@@ -54,8 +54,8 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 # runs in well under a second; the start of a builder's or runner's worker
 # process counts against these too); the injected slow builds and runs take many
 # times longer and never finish on their own.  Each timeout fault costs its timeout.
-BUILD_TIMEOUT = 20
-RUN_TIMEOUT = 20
+BUILD_TIMEOUT = 10
+RUN_TIMEOUT = 10
 
 # The values of the "fault" knob of the faulty matmul; "none" (index 0) is a correct kernel.
 FAULTS = [
