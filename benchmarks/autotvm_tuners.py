@@ -164,7 +164,7 @@ def main() -> int:
     )
     args = parser.parse_args()
     if args.quick:
-        args.tasks, args.tuners, args.budget, args.repeats = "matmul,conv2d", "droplet,random", 12, 1
+        args.tasks, args.tuners, args.budget, args.repeats = "matmul,conv2d", "droplet,random", 8, 1
         args.min_repeat_ms = 0
     if args.out is None:
         args.out = "build/benchmarks-quick/autotvm" if args.quick else "benchmarks/results/autotvm"

@@ -227,7 +227,8 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--out", help="results folder (default benchmarks/results/networks)")
     args = parser.parse_args()
     if args.quick:
-        args.networks, args.tasks, args.trials, args.tuners = "resnet18", 2, 4, "droplet,random"
+        args.networks, args.tasks, args.trials, args.tuners = "resnet18", 2, 4, "droplet"
+        args.post_orders = "time"
         args.explore, args.exploit, args.factor = 4, 4, 2
         args.ms_trials, args.post_trials, args.timing_rounds, args.population = 1, 4, 3, 32
     if args.demo:

@@ -59,8 +59,8 @@ SIZE = 64
 # process, a fresh one per batch, counts against these too); the injected slow
 # builds and runs take many times longer and never finish on their own.  Each
 # timeout fault costs its timeout.
-BUILD_TIMEOUT = 20
-RUN_TIMEOUT = 20
+BUILD_TIMEOUT = 12
+RUN_TIMEOUT = 12
 FAULTS = ["compile_error", "build_timeout", "run_time_error", "run_timeout", "wrong_result"]
 FAILED = 1e10
 
