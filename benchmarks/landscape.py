@@ -57,10 +57,15 @@ class Landscape:
         Costs recorded per configuration (``time_evaluator`` repeats).
     min_repeat_ms : int
         Minimum duration of each repeat.
+    measurable : bool
+        Whether configurations missing from the file may be measured here (not
+        when the file was recorded on another CPU).
     """
 
-    def __init__(self, task, path: str, repeats: int = 3, min_repeat_ms: int = 40):
+    def __init__(self, task, path: str, repeats: int = 3, min_repeat_ms: int = 40,
+                 measurable: bool = True):
         self.task = task
+        self.measurable = measurable
         self.path = path
         self.repeats = repeats
         self.min_repeat_ms = min_repeat_ms
@@ -91,6 +96,9 @@ class Landscape:
         """The costs of config ``index``: recorded, or measured now and recorded."""
         if index in self.costs:
             return self.costs[index]
+        if not self.measurable:
+            raise KeyError(f"config {index} is not recorded in {self.path}, and this CPU is not "
+                           "the one it was recorded on")
         config = self.task.config_space.get(index)
         try:
             start = time.perf_counter()

@@ -148,13 +148,21 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--batch", type=int, default=2, help="configs per batch (n_parallel)")
     parser.add_argument("--fill", action="store_true", help="measure every config of the tasks first")
+    parser.add_argument("--cpu", help="replay the landscapes recorded on this -mcpu (another "
+                        "machine's; nothing is measured then); the host's by default")
     args = parser.parse_args()
-    cpu = host_cpu()
-    target = tvm.target.Target(workloads.host_target_string())
+    cpu = args.cpu or host_cpu()
+    target_string = workloads.host_target_string()
+    if args.cpu:
+        target_string = " ".join(
+            f"-mcpu={cpu}" if part.startswith("-mcpu=") else part for part in target_string.split()
+        )
+    target = tvm.target.Target(target_string)
     budgets = [b for b in (20, 30, 50, 75, 100, 150, 200, 300) if b <= args.trials]
     for task_name in args.tasks.split(","):
         task = TASKS[task_name](target)
-        landscape = Landscape(task, str(LANDSCAPES / f"{task_name}-{cpu}.json"))
+        landscape = Landscape(task, str(LANDSCAPES / f"{task_name}-{cpu}.json"),
+                              measurable=cpu == host_cpu())
         if args.fill:
             for index in range(len(task.config_space)):
                 if task.config_space.is_index_valid(index):
