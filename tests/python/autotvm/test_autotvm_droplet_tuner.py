@@ -51,7 +51,8 @@ def inner_tile_area(entity):
 
 @autotvm.template("test_droplet_tuner/matmul")
 def matmul(size, space_kind):
-    """A square matmul with one split per axis; ``space_kind`` "filtered" adds filters."""
+    """A square matmul with one split per axis; ``space_kind`` "filtered" adds filters,
+    "tails" also offers row tiles that leave a tail (the ``verbose`` policy)."""
     a = te.placeholder((size, size), name="A")
     b = te.placeholder((size, size), name="B")
     k = te.reduce_axis((0, size), name="k")
@@ -61,7 +62,8 @@ def matmul(size, space_kind):
     (k,) = s[c].op.reduce_axis
 
     cfg = autotvm.get_config()
-    cfg.define_split("tile_y", y, num_outputs=2)
+    policy = "verbose" if space_kind == "tails" else "factors"
+    cfg.define_split("tile_y", y, num_outputs=2, policy=policy)
     if space_kind == "filtered":
         # A per-knob filter (shrinks the knob) and a cross-knob filter that
         # rejects the origin (inner y and inner x of 1).
@@ -358,6 +360,45 @@ def test_topi_fallback_config_is_the_default_start():
         task, start_position=[0] * len(task.config_space.space_map)
     ).next_batch(1)
     assert origin.index == 0
+
+
+def test_splits_step_from_divisor_to_divisor():
+    """A split's dimension lists the tile sizes that divide the loop, then those with a tail."""
+    task = matmul_task(28, "tails")
+    space = task.config_space
+    geometry = DropletTuner(task).geometry
+    assert [knob.values for knob in geometry.knobs] == [
+        [(1, 2, 4, 7, 14, 28, 8, 16)],
+        [(1, 2, 4, 7, 14, 28)],
+        [(1, 2, 4, 7, 14, 28)],
+    ]
+    for index in range(len(space)):
+        assert geometry.index(geometry.point(index)) == index
+    config = space.get(geometry.index((3, 1, 2)))
+    assert [config[name].size[-1] for name in ("tile_y", "tile_x", "tile_k")] == [7, 2, 4]
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 4])
+def test_slow_tails_do_not_slow_the_descent(batch_size):
+    """From a row tile of 28, the search soon measures the best, 7, though 14 is slower than 28
+    and the sizes with a tail (8, 16) are slower still: 7 is two divisors away, four sizes away."""
+    task = matmul_task(28, "tails")
+    space = task.config_space
+    row_costs = {1: 4.0, 2: 3.0, 4: 1.5, 7: 1.0, 14: 2.5, 28: 2.0}
+
+    def cost(config):
+        rows, cols, depth = (config[name].size[-1] for name in ("tile_y", "tile_x", "tile_k"))
+        base = row_costs.get(rows, 10.0) * (1.0 + abs(np.log2(cols / 4)) + abs(np.log2(depth / 4)))
+        return tuple(base * (1.0 + 1e-3 * repeat) for repeat in range(3))
+
+    start = [
+        [entity.size[-1] for entity in space.space_map[name].entities].index(size)
+        for name, size in (("tile_y", 28), ("tile_x", 4), ("tile_k", 4))
+    ]
+    measured = drive(DropletTuner(task, start_position=start, handover=None), cost, batch_size)
+    best = min(range(len(space)), key=lambda index: cost(space.get(index))[0])
+    # 15 measurements here; 28-30 with the tile sizes in ascending order, tails among them.
+    assert best in measured[:16], measured.index(best) + 1 if best in measured else None
 
 
 def test_batch_size_is_respected():

@@ -18,15 +18,17 @@
 
 Each knob of a :any:`ConfigSpace` gives one or more dimensions of a point:
 
-- a split knob with more than two outputs (``tile_ow = [-1, a, b, c]``) gives
-  one dimension per inner factor, over the values that factor takes in the
-  knob's entities, in ascending order.  Its entity index orders the factor
-  tuples lexicographically, so index neighbours are often unrelated tilings;
-  factor coordinates make a step change one tile size to the next.  A point
-  whose factors are not an entity of the knob (a filtered or tail-breaking
-  tiling) is not a configuration;
-- every other knob gives one dimension over its entity indices (for a two-way
-  split, these are its inner factors in ascending order).
+- a split knob (``tile_ow = [-1, a, b, c]``) gives one dimension per inner
+  factor, over the values that factor takes in the knob's entities.  Its
+  entity index orders the factor tuples lexicographically, so index neighbours
+  are often unrelated tilings; factor coordinates make a step change one tile
+  size to the next.  A point whose factors are not an entity of the knob (a
+  filtered or tail-breaking tiling) is not a configuration.  The values that
+  divide the split's extent come first, in ascending order, then those that
+  leave a tail (the powers of two of the ``verbose`` and ``power2`` policies),
+  in ascending order: a tail makes a different loop nest, and a step from one
+  divisor to the next should not have to cross it.
+- every other knob gives one dimension over its entity indices.
 
 A point is valid when it is a configuration that the space's filters accept
 (``ConfigSpace.is_index_valid``).
@@ -38,6 +40,24 @@ from ..task.space import ConfigSpace, SplitSpace
 Point = Tuple[int, ...]
 
 
+def factor_line(values: Sequence[int], extent: int) -> Tuple[int, ...]:
+    """The values of one split factor in the order of their dimension.
+
+    Parameters
+    ----------
+    values : Sequence[int]
+        The values the factor takes.
+    extent : int
+        The extent of the split loop.
+
+    Returns
+    -------
+    line : Tuple[int, ...]
+        The distinct values, those dividing ``extent`` first, each group ascending.
+    """
+    return tuple(sorted(set(values), key=lambda value: (extent % value != 0, value)))
+
+
 class _Knob:
     """The dimensions of one knob and the map between their values and its entities."""
 
@@ -47,7 +67,7 @@ class _Knob:
         if factors:
             tilings = [tuple(entity.size[1:]) for entity in subspace.entities]
             self.values: List[Tuple[int, ...]] = [
-                tuple(sorted({tiling[position] for tiling in tilings}))
+                factor_line([tiling[position] for tiling in tilings], subspace.product)
                 for position in range(len(tilings[0]))
             ]
             self.entity_of: Optional[Dict[Point, int]] = {}
@@ -72,18 +92,15 @@ class KnobGeometry:
     space : ConfigSpace
         The task's config space.
     factors : bool
-        Whether split knobs with more than two outputs get one dimension per
-        inner factor (see the module documentation); one dimension per knob
-        (its entity index) otherwise.
+        Whether split knobs get one dimension per inner factor (see the module
+        documentation); one dimension per knob (its entity index) otherwise.
     """
 
     def __init__(self, space: ConfigSpace, factors: bool = True):
         self.space = space
         self.knobs: List[_Knob] = []
         for name, subspace in space.space_map.items():
-            split = (
-                isinstance(subspace, SplitSpace) and subspace.num_output > 2 and len(subspace) > 1
-            )
+            split = isinstance(subspace, SplitSpace) and len(subspace) > 1
             self.knobs.append(_Knob(name, subspace, factors and split))
         self.dims: Point = tuple(size for knob in self.knobs for size in knob.dims)
 

@@ -18,11 +18,12 @@
 
 The tuner maps the configurations of a task's :any:`ConfigSpace` onto the
 points of :class:`tvm.contrib.droplet_search.DropletSearch` through a
-:class:`~.droplet_space.KnobGeometry` (one dimension per knob, one per inner
-factor of a split with more than two outputs).  The search decisions --
-neighbourhood, boundaries, statistical acceptance, convergence -- are made by
-the engine; see its documentation.  Once Droplet Search has converged, another
-tuner (``handover``) goes on with every measurement made so far.
+:class:`~.droplet_space.KnobGeometry` (one dimension per inner factor of a
+split, the tile sizes that divide the loop first; one per other knob).  The
+search decisions -- neighbourhood, boundaries, statistical acceptance,
+convergence -- are made by the engine; see its documentation.  Once Droplet
+Search has converged, another tuner (``handover``) goes on with every
+measurement made so far.
 """
 import logging
 import operator
