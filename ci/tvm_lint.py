@@ -220,14 +220,23 @@ def build_tree(
 
 
 def run(binary: Path, tool: str, args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess:
-    """Run one linter of the tool venv."""
+    """Run one linter of the tool venv.
+
+    Its home is the tool venv, so that the linters' caches (black's, pylint's)
+    stay there and never land in the tree being linted or formatted.
+    """
     return subprocess.run(
         [str(binary / "python"), "-m", tool, *args],
         cwd=cwd,
         check=False,
         capture_output=True,
         text=True,
-        env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "HOME": str(cwd)},
+        env={
+            "PATH": "/usr/bin:/bin",
+            "LC_ALL": "C.UTF-8",
+            "LANG": "C.UTF-8",
+            "HOME": str(binary.parent),
+        },
     )
 
 
