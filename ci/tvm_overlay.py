@@ -47,6 +47,8 @@ The tree is either a TVM *source* checkout (``python/tvm/...``,
 directory or an unpacked wheel holding ``tvm/``), where only ``python/tvm/``
 files apply.
 """
+import fcntl
+import hashlib
 import json
 import re
 import shutil
@@ -346,19 +348,37 @@ def apply_series(
     return patches
 
 
+def series_fingerprint(flavor_name: str, repo: Path = REPO, limit: Optional[int] = None) -> str:
+    """A digest of everything applying the flavor's series reads: the flavors, the series
+    and every project file its patches list."""
+    digest = hashlib.sha256(f"{flavor_name}\0{limit}\0".encode())
+    paths = [repo / "ci" / "lines.toml", *sorted((repo / "ci" / "series").glob("*.toml"))]
+    for patch in load_series(repo, flavor_name)[:limit]:
+        paths.extend(repo / name for name in patch.files)
+    for path in paths:
+        digest.update(path.relative_to(repo).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
 class InstalledOverlay:
     """Apply the series onto an installed TVM package, re-applicably.
 
     The first time a file is touched its original is saved under
     ``state_dir``; every later application first restores all originals, so
     applying twice equals applying once and a file dropped from the series
-    goes back to TVM's version.
+    goes back to TVM's version.  An application of the series the tree already
+    has (the same flavor, prefix, series and files) changes nothing, and
+    applications are serialized by a lock: two commands started together
+    (``tvm_env.py run`` twice) neither corrupt the saved originals nor change
+    files under each other's running Python.
     """
 
     def __init__(self, package_root: Path, state_dir: Path):
         self.package_root = Path(package_root)
         self.state_dir = Path(state_dir)
         self.manifest_path = self.state_dir / "manifest.json"
+        self.applied_path = self.state_dir / "applied"
 
     def _manifest(self) -> Dict[str, bool]:
         if self.manifest_path.is_file():
@@ -381,11 +401,30 @@ class InstalledOverlay:
                 for compiled in cache.glob(target.stem + ".*.pyc"):
                     compiled.unlink()
         self.manifest_path.unlink(missing_ok=True)
+        self.applied_path.unlink(missing_ok=True)
 
     def apply(
         self, flavor_name: str, repo: Path = REPO, limit: Optional[int] = None
     ) -> List[Patch]:
-        """Restore, then apply the flavor's series (its first ``limit`` patches); returns them."""
+        """Restore, then apply the flavor's series (its first ``limit`` patches); returns them.
+
+        Nothing is restored or written when the tree already has exactly this series.
+        """
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.state_dir / "lock", "w", encoding="utf-8") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            fingerprint = series_fingerprint(flavor_name, repo, limit)
+            if (
+                self.manifest_path.is_file()
+                and self.applied_path.is_file()
+                and self.applied_path.read_text() == fingerprint
+            ):
+                return load_series(repo, flavor_name)[:limit]
+            patches = self._apply(flavor_name, repo, limit)
+            self.applied_path.write_text(fingerprint)
+            return patches
+
+    def _apply(self, flavor_name: str, repo: Path, limit: Optional[int]) -> List[Patch]:
         self.restore()
         manifest: Dict[str, bool] = {}
 

@@ -208,6 +208,30 @@ def test_installed_overlay_reapplies_and_restores(project, tmp_path):
     assert not (site / "tvm/contrib/engine.py").exists()
 
 
+def test_installed_overlay_skips_a_series_it_already_has(project, tmp_path):
+    site = tmp_path / "site-packages"
+    write(site / "tvm/meta_schedule/__init__.py", "from .tune import tune\n")
+    write(site / "tvm/old.py", "old = 1\n")
+    overlay = tvm_overlay.InstalledOverlay(site, tmp_path / "state")
+    overlay.apply("legacy", repo=project)
+    added = site / "tvm/meta_schedule/thing.py"
+    # An edit by hand shows whether the next application writes the file again.
+    added.write_text("class Thing: pass  # touched by hand\n")
+    overlay.apply("legacy", repo=project)
+    assert added.read_text() == "class Thing: pass  # touched by hand\n"
+    # Any change to a file of the series applies it again.
+    write(project / "python/tvm/meta_schedule/thing.py", "class Thing:\n    version = 2\n")
+    overlay.apply("legacy", repo=project)
+    assert added.read_text() == "class Thing:\n    version = 2\n"
+    # So does another prefix of the series, and a restore forgets what was applied.
+    overlay.apply("legacy", repo=project, limit=0)
+    assert not added.exists()
+    overlay.apply("legacy", repo=project)
+    overlay.restore()
+    overlay.apply("legacy", repo=project)
+    assert added.read_text() == "class Thing:\n    version = 2\n"
+
+
 # Tests of this repository's own tooling and environments, never sent upstream.
 PROJECT_ONLY_TESTS = ("tests/python/ci/", "tests/python/environment/")
 
