@@ -49,7 +49,7 @@ from benchmarks.report import (  # pylint: disable=wrong-import-position
 TUNERS = {
     "droplet": lambda task: autotvm.tuner.DropletTuner(task),
     "droplet-stop": lambda task: autotvm.tuner.DropletTuner(task, handover=None),
-    "xgb": lambda task: autotvm.tuner.XGBTuner(task, feature_type="knob"),
+    "xgb": lambda task: autotvm.tuner.XGBTuner(task),
     "ga": lambda task: autotvm.tuner.GATuner(task, pop_size=32),
     "random": lambda task: autotvm.tuner.RandomTuner(task),
     "gridsearch": lambda task: autotvm.tuner.GridSearchTuner(task),

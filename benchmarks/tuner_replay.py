@@ -85,12 +85,15 @@ TASKS: Dict[str, Callable] = {
 
 
 def make_tuner(name: str, task, seed: int):
-    """A tuner by name: ``xgb``, ``ga``, ``random``, ``droplet``, ``droplet:key=value:...``
-    (DropletTuner options) or ``droplet@REV`` (the DropletTuner of a git revision that
-    kept the engine in one module, ``python/tvm/contrib/droplet_search.py``)."""
+    """A tuner by name: ``xgb`` (AutoTVM's default loop features), ``xgb-knob`` (knob
+    features), ``ga``, ``random``, ``droplet``, ``droplet:key=value:...`` (DropletTuner
+    options) or ``droplet@REV`` (the DropletTuner of a git revision that kept the engine
+    in one module, ``python/tvm/contrib/droplet_search.py``)."""
     random.seed(seed)
     np.random.seed(seed)
     if name == "xgb":
+        return autotvm.tuner.XGBTuner(task)
+    if name == "xgb-knob":
         return autotvm.tuner.XGBTuner(task, feature_type="knob")
     if name == "ga":
         return autotvm.tuner.GATuner(task, pop_size=32)

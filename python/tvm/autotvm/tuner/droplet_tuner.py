@@ -88,9 +88,9 @@ class DropletTuner(Tuner):
         all-invalid neighbourhood).  Defaults to twice the number of dimensions.
     handover : Optional[str]
         The tuner that goes on once Droplet Search has finished with budget
-        left: ``"xgb"`` (the default), an ``XGBTuner`` with knob features fed
-        every measurement so far; None stops there, as the original Droplet
-        tuner did.
+        left: ``"xgb"`` (the default), an ``XGBTuner`` with AutoTVM's default
+        loop features (``itervar``) fed every measurement so far; None stops
+        there, as the original Droplet tuner did.
     """
 
     def __init__(
@@ -253,7 +253,7 @@ class DropletTuner(Tuner):
             self.search.stop_reason,
             "" if best is None else ", best config %d" % self._index(best[0]),
         )
-        self.successor = XGBTuner(self.task, feature_type="knob", plan_size=32)
+        self.successor = XGBTuner(self.task, feature_type="itervar", plan_size=32)
         inputs, results = [], []
         for point, costs in self.search.history.items():
             inputs.append(
