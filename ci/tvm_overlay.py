@@ -348,12 +348,13 @@ def apply_series(
     return patches
 
 
-def series_fingerprint(flavor_name: str, repo: Path = REPO, limit: Optional[int] = None) -> str:
-    """A digest of everything applying the flavor's series reads: the flavors, the series
-    and every project file its patches list."""
-    digest = hashlib.sha256(f"{flavor_name}\0{limit}\0".encode())
+def series_fingerprint(flavor_name: str, patches: List[Patch], repo: Path = REPO) -> str:
+    """A digest of everything applying ``patches`` of the flavor's series reads: the
+    flavors, the series and every project file the patches list."""
+    names = ",".join(patch.name for patch in patches)
+    digest = hashlib.sha256(f"{flavor_name}\0{names}\0".encode())
     paths = [repo / "ci" / "lines.toml", *sorted((repo / "ci" / "series").glob("*.toml"))]
-    for patch in load_series(repo, flavor_name)[:limit]:
+    for patch in patches:
         paths.extend(repo / name for name in patch.files)
     for path in paths:
         digest.update(path.relative_to(repo).as_posix().encode() + b"\0")
@@ -408,21 +409,30 @@ class InstalledOverlay:
     ) -> List[Patch]:
         """Restore, then apply the flavor's series (its first ``limit`` patches); returns them.
 
-        Nothing is restored or written when the tree already has exactly this series.
+        Nothing is restored or written when the tree already has exactly this series:
+        the same series as last applied, and every file it touched as it left them.
         """
         self.state_dir.mkdir(parents=True, exist_ok=True)
         with open(self.state_dir / "lock", "w", encoding="utf-8") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
-            fingerprint = series_fingerprint(flavor_name, repo, limit)
-            if (
-                self.manifest_path.is_file()
-                and self.applied_path.is_file()
-                and self.applied_path.read_text() == fingerprint
+            patches = load_series(repo, flavor_name)[:limit]
+            fingerprint = series_fingerprint(flavor_name, patches, repo)
+            if self.applied_path.is_file() and self.applied_path.read_text() == json.dumps(
+                [fingerprint, self._tree_digest()]
             ):
-                return load_series(repo, flavor_name)[:limit]
-            patches = self._apply(flavor_name, repo, limit)
-            self.applied_path.write_text(fingerprint)
-            return patches
+                return patches
+            applied = self._apply(flavor_name, repo, limit)
+            self.applied_path.write_text(json.dumps([fingerprint, self._tree_digest()]))
+            return applied
+
+    def _tree_digest(self) -> str:
+        """A digest of the current content of every file the overlay touched."""
+        digest = hashlib.sha256()
+        for relative in sorted(self._manifest()):
+            target = self.package_root / relative
+            digest.update(relative.encode() + b"\0")
+            digest.update(hashlib.sha256(target.read_bytes()).digest() if target.exists() else b"-")
+        return digest.hexdigest()
 
     def _apply(self, flavor_name: str, repo: Path, limit: Optional[int]) -> List[Patch]:
         self.restore()
