@@ -45,15 +45,9 @@ from benchmarks.report import (  # pylint: disable=wrong-import-position
     plot_curves,
     save_curves,
 )
+from benchmarks.tuners import NAMES, is_tuner_name, make_tuner  # pylint: disable=wrong-import-position
 
-TUNERS = {
-    "droplet": lambda task: autotvm.tuner.DropletTuner(task),
-    "droplet-stop": lambda task: autotvm.tuner.DropletTuner(task, handover=None),
-    "xgb": lambda task: autotvm.tuner.XGBTuner(task),
-    "ga": lambda task: autotvm.tuner.GATuner(task, pop_size=32),
-    "random": lambda task: autotvm.tuner.RandomTuner(task),
-    "gridsearch": lambda task: autotvm.tuner.GridSearchTuner(task),
-}
+DEFAULT_TUNERS = "droplet,droplet-stop,xgb,ga,random,gridsearch"
 REACH = 0.97
 
 
@@ -88,10 +82,8 @@ def curve_callback(curve: Curve, label: str):
 
 
 def tune_once(task, method: str, budget: int, measure_option, repeat: int) -> Curve:
-    np.random.seed(repeat)
-    random.seed(repeat)
     curve = Curve(method=method, task=task.name, repeat=repeat)
-    tuner = TUNERS[method](task)
+    tuner = make_tuner(method, task, seed=repeat)
     with tempfile.TemporaryDirectory(prefix="bench-autotvm-") as workdir:
         tuner.tune(
             n_trial=min(budget, len(task.config_space)),
@@ -152,7 +144,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="tiny shapes and budget (CI smoke run)")
     parser.add_argument("--tasks", default="matmul,conv2d", help="comma-separated: matmul, conv2d")
-    parser.add_argument("--tuners", default=",".join(TUNERS), help="comma-separated tuner names")
+    parser.add_argument("--tuners", default=DEFAULT_TUNERS, help="comma-separated tuner names")
     parser.add_argument("--budget", type=int, default=100, help="measurements per tuning run")
     parser.add_argument("--repeats", type=int, default=3, help="tuning runs per tuner and task")
     parser.add_argument("--number", type=int, default=2, help="runner: runs per measurement")
@@ -168,9 +160,9 @@ def main() -> int:
         args.min_repeat_ms = 0
     if args.out is None:
         args.out = "build/benchmarks-quick/autotvm" if args.quick else "benchmarks/results/autotvm"
-    unknown = set(args.tuners.split(",")) - set(TUNERS)
+    unknown = [name for name in args.tuners.split(",") if not is_tuner_name(name)]
     if unknown:
-        raise SystemExit(f"unknown tuners {sorted(unknown)}; choose from {sorted(TUNERS)}")
+        raise SystemExit(f"unknown tuners {unknown}; choose from {', '.join(NAMES)} or droplet:key=value")
     target = workloads.host_target_string()
     out = Path(args.out)
     measure_option = autotvm.measure_option(

@@ -29,9 +29,10 @@ from tvm import auto_scheduler, autotvm, relay
 from tvm.contrib import graph_executor
 from tvm.testing import onnx_networks
 
-from benchmarks.autotvm_tuners import TUNERS, curve_callback
+from benchmarks.autotvm_tuners import curve_callback
 from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
 from benchmarks.report import Curve
+from benchmarks.tuners import make_tuner
 from benchmarks.workloads import host_target_string
 
 
@@ -145,7 +146,7 @@ class Network:
                 before = count_lines(log)
                 label = f"{run.method} task {position + 1}/{len(chosen)} {task.name}"
                 with clock:
-                    TUNERS[tuner](task).tune(
+                    make_tuner(tuner, task).tune(
                         n_trial=budget,
                         early_stopping=None,
                         measure_option=measure_option,

@@ -26,7 +26,6 @@ the measurements needed to reach 97% of it.  The landscapes are kept in
 """
 import argparse
 import importlib
-import random
 import subprocess
 import sys
 import tempfile
@@ -39,7 +38,7 @@ import tvm
 from tvm import autotvm, topi  # pylint: disable=unused-import
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from benchmarks import workloads  # pylint: disable=wrong-import-position
+from benchmarks import tuners, workloads  # pylint: disable=wrong-import-position
 from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
 from benchmarks.landscape import Landscape, replay  # pylint: disable=wrong-import-position
 
@@ -85,28 +84,16 @@ TASKS: Dict[str, Callable] = {
 
 
 def make_tuner(name: str, task, seed: int):
-    """A tuner by name: ``xgb`` (AutoTVM's default loop features), ``xgb-knob`` (knob
-    features), ``ga``, ``random``, ``droplet``, ``droplet:key=value:...`` (DropletTuner
-    options) or ``droplet@REV`` (the DropletTuner of a git revision that kept the engine
-    in one module, ``python/tvm/contrib/droplet_search.py``)."""
-    random.seed(seed)
-    np.random.seed(seed)
-    if name == "xgb":
-        return autotvm.tuner.XGBTuner(task)
-    if name == "xgb-knob":
-        return autotvm.tuner.XGBTuner(task, feature_type="knob")
-    if name == "ga":
-        return autotvm.tuner.GATuner(task, pop_size=32)
-    if name == "random":
-        return autotvm.tuner.RandomTuner(task)
+    """A tuner by name (see :mod:`benchmarks.tuners`), or ``droplet@REV``: the
+    DropletTuner of a git revision that kept the engine in one module,
+    ``python/tvm/contrib/droplet_search.py``."""
     if name.startswith("droplet@"):
+        tuners.seed_generators(seed)
         return _revision_tuner(name.split("@", 1)[1])(task)
-    if name == "droplet" or name.startswith("droplet:"):
-        options = dict(item.split("=") for item in name.split(":")[1:])
-        return autotvm.tuner.DropletTuner(
-            task, **{key: _value(value) for key, value in options.items()}
-        )
-    raise SystemExit(f"unknown tuner {name}")
+    try:
+        return tuners.make_tuner(name, task, seed)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
 
 
 def _revision_tuner(revision: str):
@@ -132,15 +119,6 @@ def _revision_tuner(revision: str):
     (folder / f"droplet_tuner_{revision}.py").write_text(tuner)
     sys.path.insert(0, str(folder))
     return importlib.import_module(f"droplet_tuner_{revision}").DropletTuner
-
-
-def _value(text: str):
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return {"true": True, "false": False, "none": None}.get(text.lower(), text)
 
 
 def main() -> int:
