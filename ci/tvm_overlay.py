@@ -339,13 +339,24 @@ def apply_series(
     patches : List[Patch]
         The patches applied.
     """
-    flavor = Flavor(flavor_name, repo)
     patches = load_series(repo, flavor_name)[:limit]
+    apply_patches(root, Flavor(flavor_name, repo), patches, layout, on_patch, touch)
+    return patches
+
+
+def apply_patches(
+    root: Path,
+    flavor: Flavor,
+    patches: List[Patch],
+    layout: str,
+    on_patch: Optional[Callable[[Patch, List[Path]], None]] = None,
+    touch: Optional[Callable[[Path], None]] = None,
+) -> None:
+    """Apply ``patches`` (loaded from the series) to ``root``, in order."""
     for patch in patches:
         changed = apply_patch(root, patch, flavor, layout, touch)
         if on_patch is not None:
             on_patch(patch, changed)
-    return patches
 
 
 def series_fingerprint(flavor_name: str, patches: List[Patch], repo: Path = REPO) -> str:
@@ -417,13 +428,18 @@ class InstalledOverlay:
             fcntl.flock(lock, fcntl.LOCK_EX)
             patches = load_series(repo, flavor_name)[:limit]
             fingerprint = series_fingerprint(flavor_name, patches, repo)
-            if self.applied_path.is_file() and self.applied_path.read_text() == json.dumps(
-                [fingerprint, self._tree_digest()]
+            if (
+                self.applied_path.is_file()
+                and self.applied_path.read_text() == self._applied_record(fingerprint)
             ):
                 return patches
-            applied = self._apply(flavor_name, repo, limit)
-            self.applied_path.write_text(json.dumps([fingerprint, self._tree_digest()]))
-            return applied
+            self._apply(Flavor(flavor_name, repo), patches)
+            self.applied_path.write_text(self._applied_record(fingerprint))
+            return patches
+
+    def _applied_record(self, fingerprint: str) -> str:
+        """What ``applied_path`` holds for the series ``fingerprint`` and the tree as it is."""
+        return json.dumps([fingerprint, self._tree_digest()])
 
     def _tree_digest(self) -> str:
         """A digest of the current content of every file the overlay touched."""
@@ -434,7 +450,7 @@ class InstalledOverlay:
             digest.update(hashlib.sha256(target.read_bytes()).digest() if target.exists() else b"-")
         return digest.hexdigest()
 
-    def _apply(self, flavor_name: str, repo: Path, limit: Optional[int]) -> List[Patch]:
+    def _apply(self, flavor: Flavor, patches: List[Patch]) -> None:
         self.restore()
         manifest: Dict[str, bool] = {}
 
@@ -451,6 +467,4 @@ class InstalledOverlay:
             self.state_dir.mkdir(parents=True, exist_ok=True)
             self.manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True))
 
-        return apply_series(
-            self.package_root, flavor_name, "package", touch=touch, repo=repo, limit=limit
-        )
+        apply_patches(self.package_root, flavor, patches, "package", touch=touch)
