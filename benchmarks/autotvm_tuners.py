@@ -45,7 +45,7 @@ from benchmarks.report import (  # pylint: disable=wrong-import-position
     plot_curves,
     save_curves,
 )
-from benchmarks.tuners import NAMES, is_tuner_name, make_tuner  # pylint: disable=wrong-import-position
+from benchmarks.tuners import is_tuner_name, make_tuner, unknown_tuners_message  # pylint: disable=wrong-import-position
 
 DEFAULT_TUNERS = "droplet,droplet-stop,xgb,ga,random,gridsearch"
 REACH = 0.97
@@ -162,7 +162,7 @@ def main() -> int:
         args.out = "build/benchmarks-quick/autotvm" if args.quick else "benchmarks/results/autotvm"
     unknown = [name for name in args.tuners.split(",") if not is_tuner_name(name)]
     if unknown:
-        raise SystemExit(f"unknown tuners {unknown}; choose from {', '.join(NAMES)} or droplet:key=value")
+        raise SystemExit(unknown_tuners_message(unknown))
     target = workloads.host_target_string()
     out = Path(args.out)
     measure_option = autotvm.measure_option(

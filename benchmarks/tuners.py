@@ -24,15 +24,22 @@ Droplet tuner did); ``xgb`` is AutoTVM's default ``XGBTuner`` (loop features),
 AutoTVM's other tuners.
 """
 import random
-from typing import Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
 from tvm import autotvm
 
-NAMES = ("droplet", "droplet-stop", "xgb", "xgb-knob", "ga", "random", "gridsearch")
-"""The plain names; ``droplet:key=value:...`` is accepted as well."""
-
+TUNERS: Dict[str, Callable] = {
+    "droplet": lambda task: autotvm.tuner.DropletTuner(task),
+    "droplet-stop": lambda task: autotvm.tuner.DropletTuner(task, handover=None),
+    "xgb": lambda task: autotvm.tuner.XGBTuner(task),
+    "xgb-knob": lambda task: autotvm.tuner.XGBTuner(task, feature_type="knob"),
+    "ga": lambda task: autotvm.tuner.GATuner(task, pop_size=32),
+    "random": lambda task: autotvm.tuner.RandomTuner(task),
+    "gridsearch": lambda task: autotvm.tuner.GridSearchTuner(task),
+}
+"""The tuners by plain name; ``droplet:key=value:...`` is accepted as well."""
 
 def option_value(text: str):
     """A ``key=value`` option's value: an int, a float, a bool, None or the text itself."""
@@ -46,7 +53,12 @@ def option_value(text: str):
 
 def is_tuner_name(name: str) -> bool:
     """Whether :func:`make_tuner` knows ``name``."""
-    return name in NAMES or name.startswith("droplet:")
+    return name in TUNERS or name.startswith("droplet:")
+
+
+def unknown_tuners_message(names: Sequence[str]) -> str:
+    """The error for tuner ``names`` :func:`make_tuner` does not know, with the known ones."""
+    return f"unknown tuners {list(names)}; choose from {', '.join(TUNERS)} or droplet:key=value"
 
 
 def seed_generators(seed: int) -> None:
@@ -61,7 +73,7 @@ def make_tuner(name: str, task, seed: Optional[int] = None):
     Parameters
     ----------
     name : str
-        One of :data:`NAMES`, or ``droplet:key=value:...``.
+        A name of :data:`TUNERS`, or ``droplet:key=value:...``.
     task : autotvm.task.Task
         The task to tune.
     seed : Optional[int]
@@ -70,19 +82,9 @@ def make_tuner(name: str, task, seed: Optional[int] = None):
     """
     if seed is not None:
         seed_generators(seed)
-    if name == "xgb":
-        return autotvm.tuner.XGBTuner(task)
-    if name == "xgb-knob":
-        return autotvm.tuner.XGBTuner(task, feature_type="knob")
-    if name == "ga":
-        return autotvm.tuner.GATuner(task, pop_size=32)
-    if name == "random":
-        return autotvm.tuner.RandomTuner(task)
-    if name == "gridsearch":
-        return autotvm.tuner.GridSearchTuner(task)
-    if name == "droplet-stop":
-        return autotvm.tuner.DropletTuner(task, handover=None)
-    if name == "droplet" or name.startswith("droplet:"):
+    if name in TUNERS:
+        return TUNERS[name](task)
+    if name.startswith("droplet:"):
         options = {}
         for item in name.split(":")[1:]:
             key, separator, value = item.partition("=")
@@ -90,4 +92,4 @@ def make_tuner(name: str, task, seed: Optional[int] = None):
                 raise ValueError(f"tuner {name!r}: options are key=value, got {item!r}")
             options[key] = option_value(value)
         return autotvm.tuner.DropletTuner(task, **options)
-    raise ValueError(f"unknown tuner {name!r}; choose from {', '.join(NAMES)} or droplet:key=value")
+    raise ValueError(unknown_tuners_message([name]))
