@@ -16,6 +16,7 @@
 # under the License.
 """Droplet exploitation of the tasks of an ONNX network, resumed in a fresh process."""
 import json
+import shutil
 import subprocess
 import sys
 
@@ -86,12 +87,13 @@ def logged_states(log):
     return [state_key(inp) for inp, _ in auto_scheduler.load_records(str(log))]
 
 
-@tvm.testing.requires_llvm
-def test_network_explore_exploit_then_resume(tmp_path):
-    """Network explore exploit then resume in a fresh process."""
+@pytest.fixture(scope="module", name="explored")
+def fixture_explored(tmp_path_factory):
+    """The reduced ResNet-18's heaviest tasks explored and exploited into a log: (tasks,
+    results, log). Tests copy the log before they write to it."""
     target = host_target()
     tasks = network_tasks("resnet18", target)[:TASKS]
-    log = tmp_path / "ansor.json"
+    log = tmp_path_factory.mktemp("explored") / "ansor.json"
     results = auto_scheduler.explore_and_exploit(
         tasks,
         tuning_options(log),
@@ -101,6 +103,16 @@ def test_network_explore_exploit_then_resume(tmp_path):
         search_policy_params=dict(SEARCH_POLICY_PARAMS),
         batch_size=EXPLOITATION_TRIALS,
     )
+    return tasks, results, log
+
+
+@tvm.testing.requires_llvm
+def test_network_explore_exploit_then_resume(explored, tmp_path):
+    """Network explore exploit then resume in a fresh process."""
+    tasks, results, explored_log = explored
+    target = host_target()
+    log = tmp_path / "ansor.json"
+    shutil.copyfile(explored_log, log)
     assert [result.workload_key for result in results] == [task.workload_key for task in tasks]
     before = logged_states(log)
     assert len(before) == sum(r.exploration_trials + r.exploitation_trials for r in results)
@@ -146,27 +158,15 @@ def test_network_without_tunable_task(tmp_path):
 
 
 @tvm.testing.requires_llvm
-def test_log_of_another_network(tmp_path):
+def test_log_of_another_network(explored, tmp_path):
     """Log of another network."""
-    target = host_target()
-    resnet_task = network_tasks("resnet18", target)[0]
     log = tmp_path / "resnet.json"
-    resnet_task.tune(
-        auto_scheduler.TuningOptions(
-            num_measure_trials=2,  # with one, the sketch policy measures nothing
-            num_measures_per_round=2,
-            runner=auto_scheduler.LocalRunner(number=1, repeat=1, timeout=60),
-            measure_callbacks=[auto_scheduler.RecordToFile(str(log))],
-        ),
-        search_policy=auto_scheduler.SketchPolicy(
-            resnet_task, params=dict(SEARCH_POLICY_PARAMS), verbose=0
-        ),
-    )
+    shutil.copyfile(explored[2], log)
     content = log.read_bytes()
-    mobilenet_tasks = network_tasks("mobilenet_v2", target)
+    mobilenet_tasks = network_tasks("mobilenet_v2", host_target())
     with pytest.raises(ValueError, match="holds no successful record of task"):
         auto_scheduler.droplet_exploit(
-            str(log), target, tuning_options(log), EXPLOITATION_TRIALS, tasks=mobilenet_tasks
+            str(log), host_target(), tuning_options(log), EXPLOITATION_TRIALS, tasks=mobilenet_tasks
         )
     assert log.read_bytes() == content, "nothing is written"
 
