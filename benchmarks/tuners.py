@@ -41,6 +41,7 @@ TUNERS: Dict[str, Callable] = {
 }
 """The tuners by plain name; ``droplet:key=value:...`` is accepted as well."""
 
+
 def option_value(text: str):
     """A ``key=value`` option's value: an int, a float, a bool, None or the text itself."""
     for kind in (int, float):

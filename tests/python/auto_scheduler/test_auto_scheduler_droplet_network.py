@@ -163,10 +163,11 @@ def test_log_of_another_network(explored, tmp_path):
     log = tmp_path / "resnet.json"
     shutil.copyfile(explored[2], log)
     content = log.read_bytes()
-    mobilenet_tasks = network_tasks("mobilenet_v2", host_target())
+    target = host_target()
+    mobilenet_tasks = network_tasks("mobilenet_v2", target)
     with pytest.raises(ValueError, match="holds no successful record of task"):
         auto_scheduler.droplet_exploit(
-            str(log), host_target(), tuning_options(log), EXPLOITATION_TRIALS, tasks=mobilenet_tasks
+            str(log), target, tuning_options(log), EXPLOITATION_TRIALS, tasks=mobilenet_tasks
         )
     assert log.read_bytes() == content, "nothing is written"
 
