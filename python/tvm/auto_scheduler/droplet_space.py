@@ -37,10 +37,14 @@ change without changing the structure of the program:
   location on a loop of extent one is the same program as the location one
   loop further out, so it is valid only for the state's own choice.
 
-Index 0 of every dimension is the value of the given state, so the origin of
-the space is that state.  Followed splits (``FSP``, ``FFSP``) read the lengths
-of the split they follow and so stay consistent.  Every valid point is
-replayed on the compute DAG; a point whose steps do not replay is invalid.
+Every dimension lists its values in their natural order (tile lengths and
+unroll steps ascending, compute locations from the outermost loop in), so that
+neighbouring indices are similar programs: a tile of 8 is one step from 4 and
+16.  The point of the given state, :attr:`StateSpace.origin`, is where the
+search starts; it is usually not the all-zero corner of the box.  Followed
+splits (``FSP``, ``FFSP``) read the lengths of the split they follow and so
+stay consistent.  Every valid point is replayed on the compute DAG; a point
+whose steps do not replay is invalid.
 
 A point is a tuple of integers, the representation of the Droplet Search
 engine (:mod:`tvm.contrib.droplet_search`); it maps to exact parameter values
@@ -90,13 +94,16 @@ class StateParameter:
     position : int
         For ``"tile"``, the index of the length in the split's lengths; 0 otherwise.
     values : Tuple[int, ...]
-        The values of the dimension; ``values[0]`` is the original state's value.
+        The values of the dimension, in their natural order.
+    original : int
+        The index in ``values`` of the original state's value.
     """
 
     kind: str
     step_index: int
     position: int
     values: Tuple[int, ...]
+    original: int
 
     @property
     def name(self) -> str:
@@ -106,8 +113,10 @@ class StateParameter:
         return f"{self.kind}[{self.step_index}]"
 
 
-def _origin_first(original: int, others: Sequence[int]) -> Tuple[int, ...]:
-    return (original,) + tuple(value for value in others if value != original)
+def _value_line(original: int, others: Sequence[int]) -> Tuple[Tuple[int, ...], int]:
+    """The values of a dimension in ascending order, the original's among them, and its index."""
+    values = tuple(sorted(set(int(value) for value in others) | {int(original)}))
+    return values, values.index(int(original))
 
 
 class StateSpace:
@@ -118,7 +127,7 @@ class StateSpace:
     task : SearchTask
         The task the state belongs to; its compute DAG validates every point.
     state : Union[State, StateObject]
-        The state at the origin of the space (index 0 of every dimension).
+        The state the space is built around: the point :attr:`origin`.
     max_innermost_factor : int
         The largest innermost tile length of an inner-to-outer split (the
         sketch policy's ``max_innermost_split_factor``, 64 by default).  The
@@ -155,7 +164,7 @@ class StateSpace:
             parameter for parameter in self._find_parameters() if len(parameter.values) > 1
         )
         self.dims: Tuple[int, ...] = tuple(len(parameter.values) for parameter in self.parameters)
-        self.origin: Point = tuple(0 for _ in self.parameters)
+        self.origin: Point = tuple(parameter.original for parameter in self.parameters)
         self._states: Dict[Point, State] = {self.origin: self.origin_state}
         self._invalid: Dict[Point, str] = {}
 
@@ -173,12 +182,9 @@ class StateSpace:
             if kind == "SP":
                 parameters.extend(self._tile_parameters(index, step))
             elif kind == "PR" and str(step[3]).startswith(AUTO_UNROLL_PRAGMA):
-                original = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
-                parameters.append(
-                    StateParameter(
-                        "unroll", index, 0, _origin_first(original, self.auto_unroll_max_steps)
-                    )
-                )
+                steps = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
+                values, original = _value_line(steps, self.auto_unroll_max_steps)
+                parameters.append(StateParameter("unroll", index, 0, values, original))
             elif kind == "CA":
                 parameter = self._compute_at_parameter(index, step)
                 if parameter is not None:
@@ -200,9 +206,8 @@ class StateSpace:
             candidates = divisors
             if inner_to_outer and position == len(lengths) - 1:
                 candidates = [value for value in divisors if value <= self.max_innermost_factor]
-            parameters.append(
-                StateParameter("tile", index, position, _origin_first(int(length), candidates))
-            )
+            values, original = _value_line(int(length), candidates)
+            parameters.append(StateParameter("tile", index, position, values, original))
         return parameters
 
     def _compute_at_parameter(self, index: int, step: list) -> Optional[StateParameter]:
@@ -225,7 +230,8 @@ class StateSpace:
             if int(iterator.annotation) == _UNROLL_ANNOTATION:
                 break
             locations.append(iter_id)
-        return StateParameter("compute_at", index, 0, _origin_first(target_iter_id, locations))
+        values, original = _value_line(target_iter_id, locations)
+        return StateParameter("compute_at", index, 0, values, original)
 
     # ------------------------------------------------------------- points
     def _check_in_box(self, point: Sequence[int]) -> Point:
@@ -280,7 +286,7 @@ class StateSpace:
         changes = [
             f"{parameter.name}={parameter.values[index]}"
             for parameter, index in zip(self.parameters, point)
-            if index != 0
+            if index != parameter.original
         ]
         return " ".join(changes) or "origin"
 
@@ -324,7 +330,7 @@ class StateSpace:
         except TVMError as err:
             return f"the steps do not replay on the compute DAG: {error_summary(err)}"
         for parameter, index in zip(self.parameters, point):
-            if parameter.kind != "compute_at" or index == 0:
+            if parameter.kind != "compute_at" or index == parameter.original:
                 continue
             step = steps[parameter.step_index]
             before = self._replay(steps[: parameter.step_index])

@@ -123,16 +123,25 @@ def test_space_of_a_tiled_matmul():
     space = StateSpace(task, state)
     tiles = [parameter for parameter in space.parameters if parameter.kind == "tile"]
     unrolls = [parameter for parameter in space.parameters if parameter.kind == "unroll"]
-    assert [parameter.values[0] for parameter in tiles] == [8, 4, 16, 4]
-    # Every divisor of the extent; the innermost length of a split stays within Ansor's
-    # max_innermost_split_factor (64).
-    divisors = [1, 2, 4, 8, 16, 32, 64, 128]
+    assert [parameter.values[parameter.original] for parameter in tiles] == [8, 4, 16, 4]
+    # Every divisor of the extent, ascending; the innermost length of a split stays within
+    # Ansor's max_innermost_split_factor (64).
+    divisors = (1, 2, 4, 8, 16, 32, 64, 128)
     innermost = [len(space.steps[p.step_index][4]) - 1 == p.position for p in tiles]
     assert innermost == [False, True, True, True]
     for parameter, is_innermost in zip(tiles, innermost):
-        assert sorted(parameter.values) == (divisors[:-1] if is_innermost else divisors)
-    assert [parameter.values for parameter in unrolls] == [(16, 0, 64, 512)]
+        assert parameter.values == (divisors[:-1] if is_innermost else divisors)
+    assert [parameter.values for parameter in unrolls] == [(0, 16, 64, 512)]
+    # The state is the point of its own values, not the box's corner.
+    assert space.origin == (3, 2, 4, 2, 1)
+    assert space.describe(space.origin) == "origin"
     assert space.is_valid(space.origin)
+    # A radius-1 move takes a value to the next smaller or larger one: a tile of 8 to 4 or 16.
+    search = DropletSearch(space.dims, space.origin, is_valid=space.is_valid)
+    first_round = {space.describe(point) for point in search.ask(2 * len(space.dims) + 1)}
+    for parameter, neighbours in [(tiles[0], (4, 16)), (unrolls[0], (0, 64))]:
+        for value in neighbours:
+            assert f"{parameter.name}={value}" in first_round
     assert space.point_of(state) == space.origin
     # Exhaustive check of the first split's two lengths: valid exactly when they divide 128.
     first, second = 0, 1
@@ -150,7 +159,7 @@ def test_space_compute_location():
     state = conv2d_state_with_compute_at(task, 3)
     space = StateSpace(task, state)
     (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
-    assert location.values[0] == 3
+    assert location.values[location.original] == 3
     axis = space.parameters.index(location)
     (conv_stage,) = [s for s in space.origin_state.stages if s.op.name == "conv2d_nchw"]
     extents = [int(iterator.range.extent) for iterator in conv_stage.iters]
@@ -185,7 +194,7 @@ def test_space_walk_proposes_valid_distinct_states(workload):
     def cost(point):
         return 1.0 + sum(abs(a - b) for a, b in zip(point, goal))
 
-    search = DropletSearch(space.dims, is_valid=space.is_valid, budget=48)
+    search = DropletSearch(space.dims, space.origin, is_valid=space.is_valid, budget=48)
     proposed, programs = [], set()
     while not search.finished:
         points = search.ask(2 * len(space.dims))

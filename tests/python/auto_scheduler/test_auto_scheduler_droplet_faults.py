@@ -87,17 +87,25 @@ def tiled_state(task, unroll=16):
 
 
 def fault_marks(func):
-    """The auto-unroll value and the extent of loop ``k.inner`` of a lowered program."""
+    """The auto-unroll value and the extents of loops ``j.inner`` and ``k.inner`` of a program."""
     marks = {}
 
     def visit(node):
         if isinstance(node, tir.AttrStmt) and node.attr_key == UNROLL_PRAGMA:
             marks["unroll"] = int(node.value)
-        elif isinstance(node, tir.For) and node.loop_var.name == "k.inner":
-            marks["k_inner"] = int(node.extent)
+        elif isinstance(node, tir.For) and node.loop_var.name in ("j.inner", "k.inner"):
+            marks[node.loop_var.name.replace(".", "_")] = int(node.extent)
 
     tir.stmt_functor.post_order_visit(func.body, visit)
     return marks
+
+
+def fault_in(plan, marks):
+    """The fault ``plan`` names for a program with ``marks``: the first marked, in a fixed order."""
+    for name in ("unroll", "j_inner", "k_inner"):
+        if (name, marks.get(name)) in plan:
+            return plan[(name, marks[name])]
+    return None
 
 
 class FaultInjectingBuild:
@@ -129,10 +137,7 @@ class FaultInjectingBuild:
     def fault_of(self, func):
         if "*" in self.plan:
             return self.plan["*"]
-        for mark in fault_marks(func).items():
-            if mark in self.plan:
-                return self.plan[mark]
-        return None
+        return fault_in(self.plan, fault_marks(func))
 
     def inject(self, func, _mod, _ctx):
         """Rewrite ``func`` as the fault the plan names for it asks (a lowering pass)."""
@@ -182,11 +187,11 @@ def steps_of(measure_input):
 
 
 def marks_of(measure_input):
-    """The auto-unroll value and inner k length of a record's state."""
+    """The auto-unroll value and inner j and k lengths of a record's state."""
     steps = steps_of(measure_input)
     (unroll,) = [int(s[3].split("$")[1]) for s in steps if s[0] == "PR"]
-    k_split = [s for s in steps if s[0] == "SP"][-1]
-    return {"unroll": unroll, "k_inner": k_split[4][0]}
+    _, j_split, k_split = [s for s in steps if s[0] == "SP"]
+    return {"unroll": unroll, "j_inner": j_split[4][0], "k_inner": k_split[4][0]}
 
 
 def assert_best_is_correct(log_file, task, size=SIZE):
@@ -207,7 +212,7 @@ def assert_best_is_correct(log_file, task, size=SIZE):
 FAULT_PLAN = {
     ("unroll", 0): "compile_error",
     ("unroll", 64): "runtime_error",
-    ("unroll", 512): "wrong_result",
+    ("j_inner", 32): "wrong_result",
     ("k_inner", 2): "build_timeout",
     ("k_inner", 8): "run_timeout",
 }
@@ -223,10 +228,7 @@ EXPECTED_ERROR = {
 
 
 def planned_fault(measure_input):
-    for mark in marks_of(measure_input).items():
-        if mark in FAULT_PLAN:
-            return FAULT_PLAN[mark]
-    return None
+    return fault_in(FAULT_PLAN, marks_of(measure_input))
 
 
 @tvm.testing.requires_llvm
@@ -242,8 +244,8 @@ def test_faults_are_recorded_and_never_best(tmp_path, caplog):
     log_file = measured_log(tmp_path / "faults.json", task, tiled_state(task), tuning_options)
     before = read_bytes(log_file)
 
-    # The first batch holds the origin, measured again, and radii 1 to 3 around it: every
-    # fault; the second goes on.
+    # The first batch holds the origin, measured again, and its radius-1 neighbours (a
+    # value one step smaller or larger): every fault; the second goes on.
     (result,) = auto_scheduler.droplet_exploit(
         log_file, host_target(), tuning_options, 20, tasks=[task], batch_size=16
     )
