@@ -461,14 +461,26 @@ def _default_sigint() -> None:
 
 
 def run_in(line: str, command: list) -> int:
+    """Run ``command`` in the line's environment; its exit status (128 + N for signal N)."""
     env = dict(os.environ)
     env["PATH"] = f"{venv_dir(line) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = str(venv_dir(line))
     env["TVM_DROPLET_LINE"] = line
     env.pop("PYTHONPATH", None)  # tests run against the installed TVM, never a shadow copy
-    return subprocess.run(
+    code = subprocess.run(
         command, cwd=REPO, env=env, check=False, preexec_fn=_default_sigint
     ).returncode
+    if code < 0:
+        # A process killed by a signal prints nothing itself (SIGKILL: the OOM killer, a
+        # timeout, a stray kill): say so, as a shell would.
+        print(
+            f"[tvm_env] {line}: {' '.join(map(str, command[:3]))} ... was killed by "
+            f"{signal.Signals(-code).name}",
+            file=sys.stderr,
+            flush=True,
+        )
+        return 128 - code
+    return code
 
 
 def test(line: str, pytest_args: list) -> int:

@@ -86,6 +86,15 @@ def test_run_without_a_command():
     assert "run needs a command" in result.stderr
 
 
+def test_command_killed_by_a_signal_is_named():
+    """A command that dies by a signal (it prints nothing itself) is reported, with 128 + N."""
+    result = tvm_env(
+        "run", LINE, "python", "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    assert result.returncode == 128 + 9
+    assert "was killed by SIGKILL" in result.stderr
+
+
 def test_tests_a_flavor_moves_run_as_it_renders_them(tmp_path):
     """The MetaSchedule tests exist once; the modern line runs their modern rendering."""
     sources = sorted((REPO / "tests/python/meta_schedule").glob("test_*.py"))
