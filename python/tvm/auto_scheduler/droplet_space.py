@@ -182,8 +182,8 @@ class StateSpace:
             if kind == "SP":
                 parameters.extend(self._tile_parameters(index, step))
             elif kind == "PR" and str(step[3]).startswith(AUTO_UNROLL_PRAGMA):
-                steps = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
-                values, original = _value_line(steps, self.auto_unroll_max_steps)
+                max_step = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
+                values, original = _value_line(max_step, self.auto_unroll_max_steps)
                 parameters.append(StateParameter("unroll", index, 0, values, original))
             elif kind == "CA":
                 parameter = self._compute_at_parameter(index, step)
