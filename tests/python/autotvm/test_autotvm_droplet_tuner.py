@@ -23,6 +23,7 @@ measurement.  The integration tests measure real kernels with ``LocalBuilder``
 and ``LocalRunner``.
 """
 import inspect
+import logging
 import random
 import sys
 
@@ -491,6 +492,30 @@ def test_tune_matmul_applies_best_and_matches_numpy(tmp_path):
     indices = [inp.config.index for inp, _ in autotvm.record.load_from_file(log)]
     assert len(indices) == n_trial and len(set(indices)) == n_trial
     check_apply_best(log, size)
+
+
+@tvm.testing.requires_llvm
+def test_default_runner_repeat_leaves_a_single_cost(caplog):
+    """AutoTVM's runner keeps all but the largest and smallest of more than two costs,
+    so its default repeat=3 reports one: the search compares means, and the warning
+    names the repeats that leave two (not "repeat >= 2", which 3 satisfies)."""
+    caplog.set_level(logging.WARNING, logger="autotvm")
+    task = matmul_task(32)
+    tuner = DropletTuner(task, batch_size=4)
+    records = []
+    tuner.tune(
+        n_trial=8,
+        measure_option=autotvm.measure_option(
+            builder=autotvm.LocalBuilder(timeout=120),
+            runner=autotvm.LocalRunner(number=1, repeat=3, timeout=120),
+        ),
+        callbacks=[lambda _tuner, inputs, results: records.extend(results)],
+    )
+    assert len(records) == 8
+    assert all(len(result.costs) == 1 for result in records if result.error_no == 0)
+    warnings = [r.getMessage() for r in caplog.records if "single value" in r.getMessage()]
+    assert len(warnings) == 1, warnings
+    assert task.name in warnings[0] and "repeat=2 or repeat >= 4" in warnings[0]
 
 
 @tvm.testing.requires_llvm

@@ -307,7 +307,7 @@ def test_single_costs_are_compared_by_mean(caplog):
     proposed = run(search, lambda point: [1.0 + abs(point[0] - 6) * 0.001], 2)
     assert search.best[0] == (6,), "a 0.1% lower single cost is enough"
     warnings = [r.getMessage() for r in caplog.records if "single value" in r.getMessage()]
-    assert len(warnings) == 1 and "repeat >= 2" in warnings[0]
+    assert len(warnings) == 1 and "(runner repeat >= 2)" in warnings[0]
     assert len(proposed) == len(set(proposed))
     # With repeats, the same differences under 5% noise do not pass the test.
     noisy = DropletSearch((9,))

@@ -42,6 +42,12 @@ LOGGER = logging.getLogger("autotvm")
 HANDOVERS = ("xgb", None)
 """The ``handover`` choices of :class:`DropletTuner`."""
 
+REPEAT_ADVICE = (
+    "runner repeat=2 or repeat >= 4: of more than two costs AutoTVM's runner keeps all but the "
+    "largest and the smallest, so its default repeat=3 reports one"
+)
+"""How to get two or more costs per measurement from AutoTVM's runners (``tvmc tune --repeat``)."""
+
 
 class _TaskLogger(logging.LoggerAdapter):
     """Prefixes the search's messages with the name of the task being tuned."""
@@ -77,6 +83,10 @@ class DropletTuner(Tuner):
         (The original Droplet tuner started from the origin.)
     pvalue : float
         Significance level of the test that accepts a faster configuration.
+        The test needs two or more costs per measurement: AutoTVM's runners
+        report all but the largest and the smallest of more than two, so
+        ``repeat=2`` or ``repeat >= 4``; with their default ``repeat=3`` (and
+        ``repeat=1``) one cost is left, and a lower cost is accepted.
     batch_size : Optional[int]
         How many configurations are proposed together before the search
         decides where to move (one round).  A round larger than the batch the
@@ -120,6 +130,7 @@ class DropletTuner(Tuner):
             is_valid=self.geometry.is_valid,
             failure_limit=failure_limit,
             logger=_TaskLogger(LOGGER, {"task": task.name}),
+            repeat_advice=REPEAT_ADVICE,
         )
         # The tuner that took over once Droplet Search finished, and its best config.
         self.successor: Optional[Tuner] = None

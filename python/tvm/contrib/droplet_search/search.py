@@ -86,6 +86,10 @@ class DropletSearch:
         radius (see :class:`~.neighbourhood.Walk`); axis moves only otherwise.
     logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
         Where moves and the reason the search finished are reported.
+    repeat_advice : str
+        How the caller's runner measures each program at least twice, quoted
+        in the warning logged (once) when costs with a single value leave no
+        variance to test.
     """
 
     def __init__(
@@ -99,6 +103,7 @@ class DropletSearch:
         failure_limit: Optional[int] = None,
         diagonals: bool = True,
         logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
+        repeat_advice: str = "runner repeat >= 2",
     ):
         self.dims: Point = tuple(int(size) for size in dims)
         if any(size < 1 for size in self.dims):
@@ -113,6 +118,7 @@ class DropletSearch:
         if self.failure_limit < 1:
             raise ValueError(f"failure_limit must be positive, got {failure_limit}")
         self.logger = logger or _LOGGER
+        self.repeat_advice = repeat_advice
         self._is_valid = is_valid
         self._invalid: Set[Point] = set()
         self._history: Dict[Point, Costs] = {}
@@ -424,7 +430,8 @@ class DropletSearch:
             self.logger.warning(
                 "Droplet search: costs with a single value (a runner measuring once), so a "
                 "candidate is accepted whenever its mean is lower, without a significance test; "
-                "measure at least twice (runner repeat >= 2) for the test at pvalue %g",
+                "measure at least twice (%s) for the test at pvalue %g",
+                self.repeat_advice,
                 self.pvalue,
             )
         accepted = next(
