@@ -428,7 +428,7 @@ class DropletSearch:
         ):
             self._warned_single = True
             self.logger.warning(
-                "Droplet search: costs with a single value (a runner measuring once), so a "
+                "Droplet search: costs with a single value (one per measurement), so a "
                 "candidate is accepted whenever its mean is lower, without a significance test; "
                 "measure at least twice (%s) for the test at pvalue %g",
                 self.repeat_advice,
