@@ -205,7 +205,7 @@ class Network:
         with clock:
             explore(log, resume=False)
         compiled = self.compile(ansor_log=log)
-        clock.checkpoint(count_lines(log), compiled)
+        clock.checkpoint(count_lines(log), compiled, label="ansor-K")
         short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task")
         yield short, compiled
 

@@ -210,7 +210,7 @@ class Network:
         with clock:
             tune_relax(work_dir, args.ms_trials)
         compiled = self.compile(work_dir)
-        clock.checkpoint(count_lines(work_dir / RECORDS), compiled)
+        clock.checkpoint(count_lines(work_dir / RECORDS), compiled, label="ms-N")
         short = long_run.branch("ms-N", f"N={args.ms_trials} per task, all {len(self.tasks)} tasks")
         yield short, compiled
 

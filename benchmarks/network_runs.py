@@ -74,13 +74,17 @@ class Clock:
     def __exit__(self, *exc):
         self.run.tuning_seconds += time.time() - self.started
 
-    def checkpoint(self, measurements: int, compiled: Compiled) -> None:
-        """Record the latency of ``compiled`` at the current tuning time."""
+    def checkpoint(self, measurements: int, compiled: Compiled, label: str = "") -> None:
+        """Record the latency of ``compiled`` at the current tuning time.
+
+        ``label`` names the method in the printed line when it is not the run's own: the
+        first checkpoint of a long run is also the short run it branches into.
+        """
         latency = median([compiled.time_once() for _ in range(3)]) * 1e3
         self.run.measurements = measurements
         self.run.checkpoints.append(Checkpoint(self.run.tuning_seconds, measurements, latency))
         print(
-            f"  [{self.run.network} {self.run.method}] {measurements} measurements, "
+            f"  [{self.run.network} {label or self.run.method}] {measurements} measurements, "
             f"{self.run.tuning_seconds:.0f} s tuning: {latency:.2f} ms end to end",
             flush=True,
         )
