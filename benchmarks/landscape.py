@@ -31,7 +31,7 @@ from the side-by-side benchmarks (``autotvm_tuners.py``, ``networks.py``).
 import json
 import os
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -130,10 +130,34 @@ class Landscape:
         return min(float(np.mean(costs)) for costs in self.costs.values() if costs)
 
 
-def replay(tuner, landscape: Landscape, n_trial: int, batch_size: int) -> List[float]:
+def runner_costs(repeat: Optional[int]) -> Callable[[List[float]], List[float]]:
+    """What AutoTVM's runner with ``repeat`` (1-3) reports of a config's recorded costs.
+
+    Of more than two costs the runner keeps all but the largest and the smallest, so
+    ``repeat=3`` (its default) reports the middle one; ``repeat=1`` the first, ``repeat=2``
+    the first two.  None reports every recorded cost.
+    """
+    if repeat is None:
+        return list
+    if repeat == 3:
+        return lambda costs: sorted(costs)[1:-1]
+    if repeat in (1, 2):
+        return lambda costs: list(costs[:repeat])
+    raise ValueError(f"a runner repeat of 1, 2 or 3 (or None for every cost), got {repeat!r}")
+
+
+def replay(
+    tuner,
+    landscape: Landscape,
+    n_trial: int,
+    batch_size: int,
+    reported: Callable[[List[float]], List[float]] = list,
+) -> List[float]:
     """Run ``tuner`` on ``landscape``; returns the best mean cost after each measurement.
 
-    The tuner sees AutoTVM measure results, exactly as ``Tuner.tune`` gives them.
+    The tuner sees AutoTVM measure results, exactly as ``Tuner.tune`` gives them, with
+    ``reported(costs)`` of each config's recorded costs (see :func:`runner_costs`); the
+    returned curve is of the mean of every recorded cost.
     """
     task = landscape.task
     best = float("inf")
@@ -147,7 +171,9 @@ def replay(tuner, landscape: Landscape, n_trial: int, batch_size: int) -> List[f
             costs = landscape.measure(config.index)
             inputs.append(autotvm.measure.MeasureInput(task.target, task, config))
             if costs:
-                results.append(autotvm.measure.MeasureResult(tuple(costs), 0, 0.0, time.time()))
+                results.append(
+                    autotvm.measure.MeasureResult(tuple(reported(costs)), 0, 0.0, time.time())
+                )
                 best = min(best, float(np.mean(costs)))
             else:
                 results.append(

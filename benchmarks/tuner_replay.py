@@ -40,7 +40,7 @@ from tvm import autotvm, topi  # pylint: disable=unused-import
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import tuners, workloads  # pylint: disable=wrong-import-position
 from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
-from benchmarks.landscape import Landscape, replay  # pylint: disable=wrong-import-position
+from benchmarks.landscape import Landscape, replay, runner_costs  # pylint: disable=wrong-import-position
 
 LANDSCAPES = Path(__file__).resolve().parent / "results" / "landscapes"
 
@@ -129,6 +129,9 @@ def main() -> int:
     parser.add_argument("--trials", type=int, default=150)
     parser.add_argument("--batch", type=int, default=2, help="configs per batch (n_parallel)")
     parser.add_argument("--fill", action="store_true", help="measure every config of the tasks first")
+    parser.add_argument("--runner-repeat", default="all", choices=("1", "2", "3", "all"),
+                        help="give tuners the costs AutoTVM's runner with this repeat reports "
+                        "(3, its default, reports the middle of three); all: every recorded cost")
     parser.add_argument("--cpu", help="replay the landscapes recorded on this -mcpu (another "
                         "machine's; nothing is measured then); the host's by default")
     args = parser.parse_args()
@@ -139,6 +142,7 @@ def main() -> int:
             f"-mcpu={cpu}" if part.startswith("-mcpu=") else part for part in target_string.split()
         )
     target = tvm.target.Target(target_string)
+    reported = runner_costs(None if args.runner_repeat == "all" else int(args.runner_repeat))
     budgets = [b for b in (20, 30, 50, 75, 100, 150, 200, 300) if b <= args.trials]
     for task_name in args.tasks.split(","):
         task = TASKS[task_name](target)
@@ -154,7 +158,7 @@ def main() -> int:
             curves[tuner_name] = []
             for seed in range(args.seeds):
                 tuner = make_tuner(tuner_name, task, seed)
-                curve = replay(tuner, landscape, args.trials, args.batch)
+                curve = replay(tuner, landscape, args.trials, args.batch, reported)
                 curves[tuner_name].append(curve)
             landscape.save()
         reference = landscape.best_known()
