@@ -139,11 +139,14 @@ def runner_costs(repeat: Optional[int]) -> Callable[[List[float]], List[float]]:
     """
     if repeat is None:
         return list
-    if repeat == 3:
-        return lambda costs: sorted(costs)[1:-1]
-    if repeat in (1, 2):
-        return lambda costs: list(costs[:repeat])
-    raise ValueError(f"a runner repeat of 1, 2 or 3 (or None for every cost), got {repeat!r}")
+    if repeat not in (1, 2, 3):
+        raise ValueError(f"a runner repeat of 1, 2 or 3 (or None for every cost), got {repeat!r}")
+
+    def reported(costs: List[float]) -> List[float]:
+        measured = list(costs[:repeat])
+        return sorted(measured)[1:-1] if len(measured) > 2 else measured
+
+    return reported
 
 
 def replay(

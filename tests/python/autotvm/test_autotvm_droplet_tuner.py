@@ -450,10 +450,10 @@ def drive_one(tuner, cost, batch_size):
     return configs
 
 
-def measure_option():
+def measure_option(repeat=2):
     return autotvm.measure_option(
         builder=autotvm.LocalBuilder(timeout=120),
-        runner=autotvm.LocalRunner(number=2, repeat=2, timeout=120),
+        runner=autotvm.LocalRunner(number=2, repeat=repeat, timeout=120),
     )
 
 
@@ -505,10 +505,7 @@ def test_default_runner_repeat_leaves_a_single_cost(caplog):
     records = []
     tuner.tune(
         n_trial=8,
-        measure_option=autotvm.measure_option(
-            builder=autotvm.LocalBuilder(timeout=120),
-            runner=autotvm.LocalRunner(number=1, repeat=3, timeout=120),
-        ),
+        measure_option=measure_option(repeat=3),
         callbacks=[lambda _tuner, inputs, results: records.extend(results)],
     )
     assert len(records) == 8
