@@ -127,6 +127,67 @@ def test_coupled_factors_are_exchanged():
     assert len(proposed) == len(set(proposed))
 
 
+def two_basins(point):
+    """A shallow basin at (2, 2, 2, 2), next to the origin, and a deep one at (15, 15, 15, 15)."""
+    near = 3.0 + 0.1 * sum((x - 2) ** 2 for x in point)
+    far = 1.0 + 0.1 * sum((x - 15) ** 2 for x in point)
+    return [min(near, far) * (1.0 + 1e-3 * k) for k in range(3)]
+
+
+@pytest.mark.parametrize("batch_size", [1, 4])
+def test_sample_leaves_the_basin_next_to_the_start(batch_size):
+    """A sample in the first round lets the search leave the start's basin."""
+    alone = DropletSearch((20,) * 4)
+    run(alone, two_basins, batch_size)
+    assert alone.best[0] == (2,) * 4, "the landscape's trap: the start's basin holds the search"
+
+    sample = [(3, 17, 4, 10), (14, 16, 15, 13)]
+    sampled = DropletSearch((20,) * 4, sample=sample)
+    proposed = run(sampled, two_basins, batch_size)
+    assert proposed[:3] == [(0,) * 4] + sample
+    assert sampled.best[0] == (15,) * 4
+    assert len(proposed) == len(set(proposed))
+
+
+def test_sample_is_one_round_at_any_batch_size():
+    """The start and its sample are decided together, even asked for one at a time."""
+    search = DropletSearch((40, 40), sample=[(3, 17), (14, 16), (0, 0)])
+    for expected in [(0, 0), (3, 17)]:
+        assert search.ask(1) == [expected]
+        search.tell(expected, bowl((15, 15))(expected))
+        assert search.centre == (0, 0) and search.moves == 0
+    assert not search.finished
+    assert search.ask(1) == [(14, 16)], "the start in the sample is not proposed twice"
+    search.tell((14, 16), bowl((15, 15))((14, 16)))
+    assert search.centre == (14, 16)
+    assert (28, 32) not in search.ask(20), "no pattern move through a sampled point"
+
+    failing = DropletSearch((9, 9), sample=[(8, 8), (7, 7), (6, 6)], failure_limit=2)
+    for point in failing.ask(4):
+        failing.tell(point, None if point != (0, 0) else [1.0])
+    assert not failing.finished, "a failed sample is not an all-invalid neighbourhood"
+
+
+def test_observed_records_replace_the_sample():
+    """A resumed search starts from its records: the sample not proposed yet is dropped."""
+    search = DropletSearch((20, 20), sample=[(3, 17), (14, 16)])
+    search.observe((1, 1), None)
+    assert search.ask(1) == [(0, 0)], "a failed record leaves the sample"
+    search.tell((0, 0), bowl((15, 15))((0, 0)))
+    search.observe((5, 5), bowl((15, 15))((5, 5)))
+    assert search.centre == (5, 5)
+    batch = search.ask(4)
+    assert not {(3, 17), (14, 16)} & set(batch)
+    failed = DropletSearch((20, 20), sample=[(3, 17)])
+    failed.observe((0, 0), None)
+    failed.observe((3, 17), None)
+    assert len(failed.ask(4)) == 4, "a sample observed as failed leaves the walk to go on"
+    with pytest.raises(ValueError, match="sample point .* not a valid point"):
+        DropletSearch((4, 4), sample=[(1, 1)], is_valid=lambda point: point != (1, 1))
+    with pytest.raises(ValueError, match="sample point .* out of range"):
+        DropletSearch((4, 4), sample=[(1, 4)])
+
+
 def test_invalid_start_and_seeds_are_rejected():
     with pytest.raises(ValueError, match="not a valid point"):
         DropletSearch((4, 4), is_valid=lambda point: point != (0, 0))

@@ -21,7 +21,8 @@ Algorithm for Kernel Scheduling", ACM TACO 21(2), 2024, with the neighbourhood
 of :mod:`.neighbourhood`:
 
 1. The start point is the first *centre*.  It is measured in the first round,
-   together with its first neighbours.
+   together with the points of an optional ``sample`` (for a start that is not
+   a good schedule), or with its first neighbours.
 2. A *round* is the set of points proposed since the last decision.  When all
    of them are told, its successful points are considered in ascending order of
    mean cost, and the first one that :func:`~.statistics.is_faster` than the
@@ -70,6 +71,14 @@ class DropletSearch:
     start : Optional[Sequence[int]]
         The first centre; the origin (all zeros) when omitted.  It must lie in
         the box and satisfy ``is_valid``.
+    sample : Sequence[Sequence[int]]
+        Points measured with the start, all in the first round (a sample of the
+        space, for a start that may be a poor schedule); the search moves to the
+        fastest of them that is faster than the start, as it would to a
+        neighbour.  Each must lie in the box and satisfy ``is_valid``; their
+        failures do not count towards ``failure_limit``.  Points
+        of the sample not proposed yet are dropped when :meth:`observe` is given
+        a successful point: a resumed search starts from its records.
     pvalue : float
         Significance level of the acceptance test, see :func:`~.statistics.is_faster`.
     is_valid : Optional[Callable[[Point], bool]]
@@ -97,6 +106,7 @@ class DropletSearch:
         dims: Sequence[int],
         start: Optional[Sequence[int]] = None,
         *,
+        sample: Sequence[Sequence[int]] = (),
         pvalue: float = 0.05,
         is_valid: Optional[Callable[[Point], bool]] = None,
         budget: Optional[int] = None,
@@ -140,6 +150,17 @@ class DropletSearch:
         self._centres: Dict[Point, None] = {centre: None}
         self._walk = self._new_walk(centre)
         self._lookahead: Optional[Point] = None
+        self._sample: Dict[Point, None] = {}
+        for point in sample:
+            point = self._point(point, "sample point")
+            if not self.is_valid(point):
+                raise ValueError(f"the sample point {point} is not a valid point of the space")
+            if point != centre:
+                self._sample[point] = None
+        # The sample's points, never the base of a pattern move (they are not steps).
+        self._sampled: Set[Point] = set(self._sample)
+        # Whether the first round, the start and its sample, is yet to be decided.
+        self._sampling = bool(self._sample)
 
     # ------------------------------------------------------------------ space
     def _point(self, point: Sequence[int], what: str) -> Point:
@@ -214,6 +235,8 @@ class DropletSearch:
             return False
         if self.stop_reason is None and self.remaining_budget == 0:
             self._finish(f"the budget of {self.budget} measurements is spent")
+        if self._sampling and self.stop_reason is None:
+            return False
         if self.stop_reason is None and not self._centre_needs_measuring():
             self._peek()
         return self.stop_reason is not None
@@ -258,7 +281,15 @@ class DropletSearch:
         if count and self._centre_needs_measuring():
             batch.append(self.centre)
             self._outstanding[self.centre] = None
-        while len(batch) < count:
+        while len(batch) < count and self._sample:
+            point = next(iter(self._sample))
+            del self._sample[point]
+            if point not in self._history and point not in self._outstanding:
+                self._outstanding[point] = None
+                batch.append(point)
+        if self._sampling and not (self._sample or self._outstanding or self._round):
+            self._sampling = False  # every point of the sample was observed, none succeeded
+        while len(batch) < count and not self._sampling:
             point = self._peek()
             if point is None:
                 break
@@ -323,13 +354,16 @@ class DropletSearch:
         self._history[point] = cleaned
         if counted:
             self.measurements += 1
-            self._failure_streak = 0 if cleaned else self._failure_streak + 1
+            if cleaned:
+                self._failure_streak = 0
+            elif point not in self._sampled:  # the limit is about the neighbourhood
+                self._failure_streak += 1
             if self._failure_streak >= self.failure_limit:
                 self._finish(
                     f"the last {self._failure_streak} measurements all failed "
                     "(all-invalid neighbourhood)"
                 )
-        if not self._outstanding and self.stop_reason is None:
+        if not self._outstanding and not self._sample and self.stop_reason is None:
             self._decide()
 
     def observe(
@@ -359,6 +393,9 @@ class DropletSearch:
         if self._outstanding:
             raise RuntimeError("observe() must not be called while measurements are outstanding")
         cleaned = self._clean(point, costs)
+        if cleaned:
+            self._sample.clear()
+            self._sampling = False
         previous = self._history.get(point)
         if previous and (not cleaned or mean(previous) <= mean(cleaned)):
             return
@@ -406,6 +443,7 @@ class DropletSearch:
     def _decide(self) -> None:
         """Decide a finished round: move to the best convincing point, or walk on."""
         round_points, self._round = self._round, []
+        self._sampling = False
         centre = self.centre
         incumbent = self._history.get(centre, ())
         successes = sorted(
@@ -450,10 +488,11 @@ class DropletSearch:
                 mean(self._history[accepted]),
                 "%.4g s" % mean(incumbent) if incumbent else "failed",
             )
-            pattern = tuple(2 * b - a for a, b in zip(centre, accepted))
             own = step_of(centre, accepted)
             others = [combined(accepted, [step]) for step in steps if step != own]
-            self._move(accepted, [pattern] + others)
+            if accepted not in self._sampled:
+                others.insert(0, tuple(2 * b - a for a, b in zip(centre, accepted)))
+            self._move(accepted, others)
             return
         pairs = self._walk.pairs(self._gain) if self._diagonals else []
         if self._lookahead is not None:
