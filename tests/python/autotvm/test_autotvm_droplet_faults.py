@@ -240,7 +240,7 @@ def test_faults_are_recorded_and_never_best(tmp_path):
     assert list(space.space_map) == ["fault", "tile"]
     # One round: the origin and every point of its neighbourhood (6 faults, 2 tiles).
     round_size = 1 + (len(FAULTS) - 1) + (len(space.space_map["tile"]) - 1)
-    tuner = DropletTuner(task, batch_size=round_size)
+    tuner = DropletTuner(task, batch_size=round_size, start_sample=0)
     measured = []
     tuner.tune(
         n_trial=round_size,
@@ -305,7 +305,7 @@ def test_all_invalid_neighbourhood_ends_the_search(tmp_path, caplog):
     task = autotvm.task.create("test_droplet_faults/fragile_matmul", args=(64,), target=TARGET)
     assert task.config_space.range_length == 49
     # Rounds of one config: the search checks for a run of failures after each.
-    tuner = DropletTuner(task, batch_size=1, handover=None)
+    tuner = DropletTuner(task, batch_size=1, handover=None, start_sample=0)
     tuner.tune(
         n_trial=task.config_space.range_length,
         measure_option=measure_option(),

@@ -189,6 +189,7 @@ def test_constructor_keeps_upstream_defaults():
         "batch_size": None,
         "failure_limit": None,
         "handover": "xgb",
+        "start_sample": None,
     }
 
     task = matmul_task()
@@ -198,7 +199,9 @@ def test_constructor_keeps_upstream_defaults():
     assert tuner.batch_size is None
     assert tuner.best_choice is None
     assert tuner.has_next()
-    # This template has no fallback config: the default start is the origin, config 0.
+    # This template has no fallback config: the default start is the origin, config 0,
+    # measured with a random sample of the space.
+    assert tuner.start_sample == 8
     assert [config.index for config in tuner.next_batch(1)] == [0]
 
     # Positional arguments as upstream users pass them.
@@ -209,7 +212,34 @@ def test_constructor_keeps_upstream_defaults():
     assert task.config_space.point2knob(first.index) == start
 
 
+def test_origin_is_measured_with_a_random_sample():
+    """From the origin, the first round is the origin and a random sample of valid configs."""
+    task = matmul_task(space_kind="filtered")
+    space = task.config_space
+    random.seed(0)
+    tuner = DropletTuner(task, start_position=None, handover=None)
+    first_round = [config.index for config in tuner.next_batch(64)]
+    assert first_round[0] == space.get_next_index(0), "the lowest valid index"
+    assert len(first_round) == 1 + 8 == len(set(first_round)), "no walk before the decision"
+    assert all(space.is_index_valid(index) for index in first_round)
+
+    # The best of the sample becomes the start of the walk.
+    best = first_round[3]
+    cost = bowl(task, space.point2knob(best))
+    tuner.update(
+        [MeasureInput(task.target, task, space.get(index)) for index in first_round],
+        [measure_result(cost(space.get(index))) for index in first_round],
+    )
+    assert tuner.best_choice[0] == best
+
+    # Without a sample, the start's neighbours follow it: one knob changed.
+    start, neighbour = DropletTuner(task, start_sample=0).next_batch(2)
+    knobs = zip(space.point2knob(start.index), space.point2knob(neighbour.index))
+    assert sum(a != b for a, b in knobs) == 1
+
+
 def test_bad_arguments_are_named():
+    """Bad arguments are named in the error."""
     task = matmul_task()
     with pytest.raises(ValueError, match="has 2 knob indices"):
         DropletTuner(task, start_position=[0, 0])
@@ -217,6 +247,9 @@ def test_bad_arguments_are_named():
         DropletTuner(task, start_position=[0, 99, 0])
     with pytest.raises(ValueError, match="batch_size"):
         DropletTuner(task, batch_size=0)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="start_sample must be a number of configs"):
+            DropletTuner(task, start_sample=bad)
     with pytest.raises(ValueError, match="rejected by the config space's filter"):
         DropletTuner(matmul_task(space_kind="filtered"), start_position=[0, 0, 0])
 
@@ -306,7 +339,7 @@ def test_failed_results_in_a_batch_never_become_best():
 
 def test_all_failing_neighbourhood_stops_the_search():
     task = matmul_task()
-    tuner = DropletTuner(task, failure_limit=3, handover=None)
+    tuner = DropletTuner(task, failure_limit=3, handover=None, start_sample=0)
     measured = drive(tuner, lambda config: None, 1)
     assert not tuner.has_next()
     assert len(measured) == 3
@@ -319,11 +352,11 @@ def test_handover_goes_on_after_convergence():
     task = matmul_task()
     space = task.config_space
     cost = bowl(task, [5, 2, 4])
-    alone = DropletTuner(task, handover=None)
+    alone = DropletTuner(task, handover=None, start_sample=0)
     converged = drive(alone, cost, 4)
     assert not alone.has_next() and alone.successor is None
 
-    tuner = DropletTuner(task)
+    tuner = DropletTuner(task, start_sample=0)
     budget = len(converged) + 40
     measured = drive(tuner, cost, 4, n_trial=budget)
     assert measured[: len(converged)] == converged, "Droplet Search first, as without handover"
@@ -352,7 +385,9 @@ def test_topi_fallback_config_is_the_default_start():
     fallback = autotvm.task.space.FallbackConfigEntity()
     with tvm.target.Target(TARGET), autotvm.task.ApplyConfig(fallback):
         task.func(*task.args)
-    (first,) = DropletTuner(task).next_batch(1)
+    tuner = DropletTuner(task)
+    assert tuner.start_sample == 0, "the fallback config is a good start: no sample"
+    (first,) = tuner.next_batch(1)
     assert first.index != 0
     for name in task.config_space.space_map:
         if hasattr(fallback[name], "size"):
@@ -412,7 +447,7 @@ def test_batch_size_is_respected():
 
     # A round of 5 configs, handed out 2 at a time: the search moves only
     # once the whole round is measured.
-    tuner = DropletTuner(task, batch_size=5)
+    tuner = DropletTuner(task, batch_size=5, start_sample=0)
     handed = []
     while len(handed) < 5:
         configs = tuner.next_batch(2)
@@ -501,7 +536,7 @@ def test_default_runner_repeat_leaves_a_single_cost(caplog):
     names the repeats that leave two (not "repeat >= 2", which 3 satisfies)."""
     caplog.set_level(logging.WARNING, logger="autotvm")
     task = matmul_task(32)
-    tuner = DropletTuner(task, batch_size=4)
+    tuner = DropletTuner(task, batch_size=4, start_sample=0)
     records = []
     tuner.tune(
         n_trial=8,

@@ -42,6 +42,10 @@ LOGGER = logging.getLogger("autotvm")
 HANDOVERS = ("xgb", None)
 """The ``handover`` choices of :class:`DropletTuner`."""
 
+ORIGIN_SAMPLE = 8
+"""How many random configurations are measured with the origin, the start of a
+template without a fallback config (see ``start_sample``)."""
+
 REPEAT_ADVICE = (
     "runner repeat=2 or repeat >= 4: of more than two costs AutoTVM's runner keeps all but the "
     "largest and the smallest, so its default repeat=3 reports one"
@@ -80,7 +84,8 @@ class DropletTuner(Tuner):
         template's fallback config (what TOPI's templates run before tuning), or
         the origin ``[0, 0, ..., 0]`` when the template has none -- or, when the
         space's filter rejects it, the valid configuration with the lowest index.
-        (The original Droplet tuner started from the origin.)
+        (The original Droplet tuner started from the origin.)  From the origin,
+        a random sample is measured first, see ``start_sample``.
     pvalue : float
         Significance level of the test that accepts a faster configuration.
         The test needs two or more costs per measurement: AutoTVM's runners
@@ -101,6 +106,14 @@ class DropletTuner(Tuner):
         left: ``"xgb"`` (the default), an ``XGBTuner`` with AutoTVM's default
         loop features (``itervar``) fed every measurement so far; None stops
         there, as the original Droplet tuner did.
+    start_sample : Optional[int]
+        How many random valid configurations are measured together with the
+        start, in the first round; the search starts from the fastest of them
+        when it is faster than the start (by the test above).  Defaults to
+        8 when the start is the origin by default (a template without a
+        fallback config, whose origin is seldom a good schedule), 0 otherwise.
+        A tuner given records by ``load_history`` starts from the best of them
+        instead, and measures no sample.
     """
 
     def __init__(
@@ -112,20 +125,40 @@ class DropletTuner(Tuner):
         batch_size: Optional[int] = None,
         failure_limit: Optional[int] = None,
         handover: Optional[str] = "xgb",
+        start_sample: Optional[int] = None,
     ):
         super().__init__(task)
         if batch_size is not None and not is_count(batch_size):
             raise ValueError(f"batch_size must be a positive number of configs, got {batch_size!r}")
         if handover not in HANDOVERS:
             raise ValueError(f"handover must be one of {HANDOVERS}, got {handover!r}")
+        if start_sample is not None and (
+            isinstance(start_sample, bool) or not isinstance(start_sample, int) or start_sample < 0
+        ):
+            raise ValueError(
+                f"start_sample must be a number of configs (0 or more), got {start_sample!r}"
+            )
         self.geometry = KnobGeometry(self.space)
         self.dims: List[int] = list(self.geometry.dims)
         self.pvalue = pvalue
         self.batch_size = batch_size
         self.handover = handover
+        start, from_origin = self._start_point(start_position)
+        if start_sample is None:
+            start_sample = ORIGIN_SAMPLE if from_origin else 0
+        self.start_sample = start_sample
+        if from_origin and start_sample:
+            LOGGER.info(
+                "DropletTuner [%s]: the template has no fallback config; the search starts from "
+                "the best of config %d and %d random configs",
+                task.name,
+                self._index(start),
+                start_sample,
+            )
         self.search = DropletSearch(
             self.dims,
-            self._start_point(start_position),
+            start,
+            sample=self._sample(start, start_sample),
             pvalue=pvalue,
             is_valid=self.geometry.is_valid,
             failure_limit=failure_limit,
@@ -181,18 +214,29 @@ class DropletTuner(Tuner):
             return None
         return knobs
 
-    def _start_point(self, start_position: Optional[Sequence[int]]) -> Tuple[int, ...]:
+    def _sample(self, start: Tuple[int, ...], size: int) -> List[Tuple[int, ...]]:
+        """``size`` random valid points other than ``start`` (fewer in a smaller space)."""
+        size = min(size, len(self.space) - 1)
+        if size <= 0:
+            return []
+        start_index = self._index(start)
+        indices = [int(index) for index in self.space.sample_ints(size + 1)]
+        return [self._point(index) for index in indices if index != start_index][:size]
+
+    def _start_point(self, start_position: Optional[Sequence[int]]) -> Tuple[Tuple[int, ...], bool]:
+        """The start point, and whether it is the origin by default (no fallback config)."""
         if start_position is None:
             knobs = self._fallback_knobs()
-            if knobs is not None:
-                return self.geometry.point_of_knobs(knobs)
+            # A template that sets no fallback config gets the first value of every knob.
+            if knobs is not None and any(knobs):
+                return self.geometry.point_of_knobs(knobs), False
         if start_position is None:
             index = 0
             if not self.space.is_index_valid(index):
                 index = self.space.get_next_index(index)
                 if index is None:
                     raise ValueError(f"the config space of task {self.task} has no valid config")
-            return self._point(index)
+            return self._point(index), True
         sizes = [len(subspace) for subspace in self.space.space_map.values()]
         expected = (
             "start_position must be a sequence of integer knob indices, one per knob in the "
@@ -221,7 +265,7 @@ class DropletTuner(Tuner):
                 f"start_position {list(start_position)} (config index {index}) "
                 "is rejected by the config space's filter"
             )
-        return self.geometry.point_of_knobs(start)
+        return self.geometry.point_of_knobs(start), False
 
     # ------------------------------------------------------------- tuning
     @property
