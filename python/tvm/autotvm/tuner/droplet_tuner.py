@@ -132,9 +132,7 @@ class DropletTuner(Tuner):
             raise ValueError(f"batch_size must be a positive number of configs, got {batch_size!r}")
         if handover not in HANDOVERS:
             raise ValueError(f"handover must be one of {HANDOVERS}, got {handover!r}")
-        if start_sample is not None and (
-            isinstance(start_sample, bool) or not isinstance(start_sample, int) or start_sample < 0
-        ):
+        if start_sample is not None and not is_count(start_sample, minimum=0):
             raise ValueError(
                 f"start_sample must be a number of configs (0 or more), got {start_sample!r}"
             )

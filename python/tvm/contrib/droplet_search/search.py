@@ -55,9 +55,10 @@ Costs = Tuple[float, ...]
 _LOGGER = logging.getLogger("droplet_search")
 
 
-def is_count(value) -> bool:
-    """Whether ``value`` is a positive integer: a budget, a batch size (a bool is not)."""
-    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= 1
+def is_count(value, minimum: int = 1) -> bool:
+    """Whether ``value`` is an integer of at least ``minimum``: a budget, a batch size
+    (a bool is not)."""
+    return not isinstance(value, bool) and isinstance(value, numbers.Integral) and value >= minimum
 
 
 class DropletSearch:
