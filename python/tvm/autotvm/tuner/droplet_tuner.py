@@ -208,6 +208,9 @@ class DropletTuner(Tuner):
             if index is None:
                 return None
             knobs.append(index)
+        # A template that sets no fallback config gets the first value of every knob.
+        if not any(knobs):
+            return None
         if not self.space.is_index_valid(int(self.space.knob2point(knobs))):
             return None
         return knobs
@@ -225,10 +228,8 @@ class DropletTuner(Tuner):
         """The start point, and whether it is the origin by default (no fallback config)."""
         if start_position is None:
             knobs = self._fallback_knobs()
-            # A template that sets no fallback config gets the first value of every knob.
-            if knobs is not None and any(knobs):
+            if knobs is not None:
                 return self.geometry.point_of_knobs(knobs), False
-        if start_position is None:
             index = 0
             if not self.space.is_index_valid(index):
                 index = self.space.get_next_index(index)
