@@ -130,19 +130,32 @@ class Landscape:
         return min(float(np.mean(costs)) for costs in self.costs.values() if costs)
 
 
-def runner_costs(repeat: Optional[int]) -> Callable[[List[float]], List[float]]:
+def runner_costs(
+    repeat: Optional[int], resample: Optional[int] = None
+) -> Callable[[List[float], int], List[float]]:
     """What AutoTVM's runner with ``repeat`` (1-3) reports of a config's recorded costs.
 
     Of more than two costs the runner keeps all but the largest and the smallest, so
     ``repeat=3`` (its default) reports the middle one; ``repeat=1`` the first, ``repeat=2``
     the first two.  None reports every recorded cost.
+
+    With ``resample`` (a seed), each config is measured again, as it would be in another
+    run: its costs are drawn from its recorded ones with replacement (as many as were
+    recorded) before the runner's choice, by a generator seeded with ``resample`` and the
+    config's index, so every tuner replayed with the same seed sees the same costs.  A
+    replay's costs are otherwise the same in every seed, and a tuner that draws nothing at
+    random walks the same path in every seed; resampled, the seeds repeat the noise too.
+    The returned function takes a config's recorded costs and its index.
     """
-    if repeat is None:
-        return list
-    if repeat not in (1, 2, 3):
+    if repeat not in (None, 1, 2, 3):
         raise ValueError(f"a runner repeat of 1, 2 or 3 (or None for every cost), got {repeat!r}")
 
-    def reported(costs: List[float]) -> List[float]:
+    def reported(costs: List[float], index: int) -> List[float]:
+        if resample is not None:
+            draw = np.random.default_rng([resample, index])
+            costs = [float(cost) for cost in draw.choice(costs, size=len(costs))]
+        if repeat is None:
+            return list(costs)
         measured = list(costs[:repeat])
         return sorted(measured)[1:-1] if len(measured) > 2 else measured
 
@@ -154,12 +167,12 @@ def replay(
     landscape: Landscape,
     n_trial: int,
     batch_size: int,
-    reported: Callable[[List[float]], List[float]] = list,
+    reported: Callable[[List[float], int], List[float]] = runner_costs(None),
 ) -> List[float]:
     """Run ``tuner`` on ``landscape``; returns the best mean cost after each measurement.
 
     The tuner sees AutoTVM measure results, exactly as ``Tuner.tune`` gives them, with
-    ``reported(costs)`` of each config's recorded costs (see :func:`runner_costs`); the
+    ``reported(costs, index)`` of each config's recorded costs (see :func:`runner_costs`); the
     returned curve is of the mean of every recorded cost.
     """
     task = landscape.task
@@ -175,7 +188,9 @@ def replay(
             inputs.append(autotvm.measure.MeasureInput(task.target, task, config))
             if costs:
                 results.append(
-                    autotvm.measure.MeasureResult(tuple(reported(costs)), 0, 0.0, time.time())
+                    autotvm.measure.MeasureResult(
+                        tuple(reported(costs, config.index)), 0, 0.0, time.time()
+                    )
                 )
                 best = min(best, float(np.mean(costs)))
             else:

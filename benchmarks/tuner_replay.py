@@ -132,6 +132,9 @@ def main() -> int:
     parser.add_argument("--runner-repeat", default="all", choices=("1", "2", "3", "all"),
                         help="give tuners the costs AutoTVM's runner with this repeat reports "
                         "(3, its default, reports the middle of three); all: every recorded cost")
+    parser.add_argument("--resample", action="store_true",
+                        help="measure each config again in every seed: its costs drawn from the "
+                        "recorded ones with replacement (seeded), so that seeds also repeat the noise")
     parser.add_argument("--cpu", help="replay the landscapes recorded on this -mcpu (another "
                         "machine's; nothing is measured then); the host's by default")
     args = parser.parse_args()
@@ -142,7 +145,7 @@ def main() -> int:
             f"-mcpu={cpu}" if part.startswith("-mcpu=") else part for part in target_string.split()
         )
     target = tvm.target.Target(target_string)
-    reported = runner_costs(None if args.runner_repeat == "all" else int(args.runner_repeat))
+    repeat = None if args.runner_repeat == "all" else int(args.runner_repeat)
     budgets = [b for b in (20, 30, 50, 75, 100, 150, 200, 300) if b <= args.trials]
     for task_name in args.tasks.split(","):
         task = TASKS[task_name](target)
@@ -158,6 +161,7 @@ def main() -> int:
             curves[tuner_name] = []
             for seed in range(args.seeds):
                 tuner = make_tuner(tuner_name, task, seed)
+                reported = runner_costs(repeat, seed if args.resample else None)
                 curve = replay(tuner, landscape, args.trials, args.batch, reported)
                 curves[tuner_name].append(curve)
             landscape.save()
