@@ -196,6 +196,8 @@ def test_constructor_keeps_upstream_defaults():
     tuner = DropletTuner(task)
     assert tuner.pvalue == 0.05
     assert tuner.dims == [len(knob) for knob in task.config_space.space_map.values()]
+    # At most one diagonal pair per dimension and radius (the engine's default is two).
+    assert tuner.search.pairs_per_radius == len(tuner.dims)
     assert tuner.batch_size is None
     assert tuner.best_choice is None
     assert tuner.has_next()

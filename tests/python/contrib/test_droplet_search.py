@@ -393,6 +393,25 @@ def test_neighbourhood_of_many_knobs_is_linear():
     assert len(rest) - len(diagonal) == 20 * 6, "the axis moves of radius 2 to 7"
 
 
+@pytest.mark.parametrize("pairs_per_radius, expected", [(None, 2 * 20), (20, 20), (0, 0)])
+def test_pairs_per_radius_caps_the_diagonal_moves(pairs_per_radius, expected):
+    """After a round without a move, the best-ranked pairs of radius 1: 190 of them are
+    possible among 20 axes, and as many as the quota are proposed."""
+    search = DropletSearch((8,) * 20, pairs_per_radius=pairs_per_radius)
+    for point in search.ask(21):
+        search.tell(point, [1.0 + 0.01 * sum(point)] * 2)
+    rest = search.ask(10_000)
+    diagonal = [point for point in rest if sum(1 for x in point if x) == 2]
+    assert len(diagonal) == expected
+    assert all(max(point) == 1 for point in diagonal), "pairs of the radius measured"
+
+
+def test_pairs_per_radius_must_be_a_count():
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ValueError, match="pairs_per_radius must be a number of moves"):
+            DropletSearch((3, 3), pairs_per_radius=bad)
+
+
 def test_repaired_moves_stay_linear_in_many_knobs():
     # A sum that may not grow: every step up is invalid, and each of the 20 is
     # repaired by a step down any of 10 other axes: about 190 repaired moves.

@@ -66,11 +66,12 @@ class DropletTuner(Tuner):
     Starting from ``start_position``, the tuner measures the neighbours of the
     best configuration -- one knob (or one tile factor) changed, in both
     directions, at growing step lengths, and the most promising pairs of such
-    steps -- and moves to a neighbour when it is faster: a one-sided Welch
-    t-test at ``pvalue`` when both have at least two costs, a plain mean
-    comparison otherwise.  When the neighbourhood of the best configuration is
-    exhausted, Droplet Search has converged (logged, with the number of
-    measurements: where the original Droplet tuner stops); with ``handover``,
+    steps, at most as many pairs as dimensions at each step length -- and moves
+    to a neighbour when it is faster: a one-sided Welch t-test at ``pvalue``
+    when both have at least two costs, a plain mean comparison otherwise.
+    When the neighbourhood of the best configuration is exhausted, Droplet
+    Search has converged (logged, with the number of measurements: where the
+    original Droplet tuner stops); with ``handover``,
     another tuner then goes on until ``n_trial`` is spent, trained on every
     measurement so far.  Configurations rejected by the space's filters are
     never proposed and none is proposed twice.
@@ -160,6 +161,9 @@ class DropletTuner(Tuner):
             pvalue=pvalue,
             is_valid=self.geometry.is_valid,
             failure_limit=failure_limit,
+            # Half the engine's default: the walk reaches longer steps, and converges
+            # (and hands over) sooner; see benchmarks/README.md, section 5.
+            pairs_per_radius=len(self.dims),
             logger=_TaskLogger(LOGGER, {"task": task.name}),
             repeat_advice=REPEAT_ADVICE,
         )

@@ -24,8 +24,8 @@ the first Droplet tuner, is exponential in the number of dimensions):
 
 - after a round without a move, diagonal moves at radius ``r`` (two
   coordinates changed by ``r``) are ranked by the gains their two axis moves
-  measured, and the best of them, at most ``2 * len(dims)`` per radius, are
-  proposed before the walk goes on;
+  measured, and the best of them, at most ``2 * len(dims)`` per radius (or a
+  quota given by the caller), are proposed before the walk goes on;
 
 - *promoted* points, proposed before anything else: after a move from ``a``
   to ``b``, the pattern move ``b + (b - a)`` and ``b`` plus each other step
@@ -116,6 +116,9 @@ class Walk:
         The largest step length; by default the largest that fits the box.
     is_valid : Optional[Callable[[Point], bool]]
         Whether a point is valid; without it, no repaired moves are made.
+    pairs_per_radius : Optional[int]
+        How many diagonal moves :meth:`pairs` proposes at most per radius; by
+        default ``2 * len(dims)``, as many as the axis moves of a radius.
     """
 
     def __init__(
@@ -125,10 +128,12 @@ class Walk:
         directions: Sequence[Direction],
         max_radius: Optional[int] = None,
         is_valid: Optional[Callable[[Point], bool]] = None,
+        pairs_per_radius: Optional[int] = None,
     ):
         self.centre = centre
         self.dims = tuple(dims)
         self.max_radius = max(self.dims, default=1) - 1 if max_radius is None else max_radius
+        self.pairs_per_radius = 2 * len(self.dims) if pairs_per_radius is None else pairs_per_radius
         self.directions = list(directions)
         self.is_valid = is_valid
         self.paired: Set[Point] = set()
@@ -193,7 +198,7 @@ class Walk:
 
         For each radius at which at least two axis moves were measured, the
         pairs of those moves on different axes, ranked by the sum of their
-        gains; at most ``2 * len(dims)`` per radius over the walk.
+        gains; at most ``pairs_per_radius`` per radius over the walk.
 
         Parameters
         ----------
@@ -228,7 +233,7 @@ class Walk:
                         )
                         scored.append((gain_a + gain_b, point))
             scored.sort(key=lambda item: -item[0])
-            quota = 2 * len(self.dims) - sum(
+            quota = self.pairs_per_radius - sum(
                 1 for point in self.paired if _radius(self.centre, point) == radius
             )
             for _, point in scored:

@@ -94,6 +94,9 @@ class DropletSearch:
     diagonals : bool
         Whether the walk also makes the most promising diagonal moves of each
         radius (see :class:`~.neighbourhood.Walk`); axis moves only otherwise.
+    pairs_per_radius : Optional[int]
+        How many diagonal moves of each radius are made at most, the best
+        ranked; by default ``2 * len(dims)``, as many as the radius's axis moves.
     logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
         Where moves and the reason the search finished are reported.
     repeat_advice : str
@@ -113,6 +116,7 @@ class DropletSearch:
         budget: Optional[int] = None,
         failure_limit: Optional[int] = None,
         diagonals: bool = True,
+        pairs_per_radius: Optional[int] = None,
         logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
         repeat_advice: str = "runner repeat >= 2",
     ):
@@ -128,6 +132,11 @@ class DropletSearch:
         self.failure_limit = max(1, 2 * len(self.dims)) if failure_limit is None else failure_limit
         if self.failure_limit < 1:
             raise ValueError(f"failure_limit must be positive, got {failure_limit}")
+        if pairs_per_radius is not None and not is_count(pairs_per_radius, minimum=0):
+            raise ValueError(
+                f"pairs_per_radius must be a number of moves (0 or more), got {pairs_per_radius!r}"
+            )
+        self.pairs_per_radius = pairs_per_radius
         self.logger = logger or _LOGGER
         self.repeat_advice = repeat_advice
         self._is_valid = is_valid
@@ -432,7 +441,13 @@ class DropletSearch:
         self.moves += 1
 
     def _new_walk(self, centre: Point) -> Walk:
-        return Walk(centre, self.dims, self._scores.order(), is_valid=self.is_valid)
+        return Walk(
+            centre,
+            self.dims,
+            self._scores.order(),
+            is_valid=self.is_valid,
+            pairs_per_radius=self.pairs_per_radius,
+        )
 
     def _gain(self, point: Point) -> Optional[float]:
         """The relative gain of ``point`` over the centre; None unless both succeeded."""
