@@ -71,10 +71,10 @@ class DropletTuner(Tuner):
     when both have at least two costs, a plain mean comparison otherwise.
     When the neighbourhood of the best configuration is exhausted, Droplet
     Search has converged (logged, with the number of measurements: where the
-    original Droplet tuner stops); with ``handover``,
-    another tuner then goes on until ``n_trial`` is spent, trained on every
-    measurement so far.  Configurations rejected by the space's filters are
-    never proposed and none is proposed twice.
+    original Droplet tuner stops); with ``handover``, another tuner then goes
+    on until ``n_trial`` is spent, trained on every measurement so far.
+    Configurations rejected by the space's filters are never proposed and none
+    is proposed twice.
 
     Parameters
     ----------
