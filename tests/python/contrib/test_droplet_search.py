@@ -381,29 +381,20 @@ def test_single_costs_are_compared_by_mean(caplog):
     assert noisy.best[0] != (6,) or noisy.moves < search.moves
 
 
-def test_neighbourhood_of_many_knobs_is_linear():
-    search = DropletSearch((8,) * 20)
+@pytest.mark.parametrize("pairs_per_radius, pairs", [(None, 2 * 20), (20, 20), (0, 0)])
+def test_neighbourhood_of_many_knobs_is_linear(pairs_per_radius, pairs):
+    """After a round without a move, the best-ranked pairs of radius 1 (190 are possible
+    among 20 axes), as many as the quota (2 x dims by default), then the axis moves."""
+    search = DropletSearch((8,) * 20, pairs_per_radius=pairs_per_radius)
     first = search.ask(21)
     assert first[1:] == [(0,) * axis + (1,) + (0,) * (19 - axis) for axis in range(20)]
     for point in first:
         search.tell(point, [1.0 + 0.01 * sum(point)] * 2)  # no move: every step costs more
     rest = search.ask(10_000)
     diagonal = [point for point in rest if sum(1 for x in point if x) == 2]
-    assert 0 < len(diagonal) <= 2 * 20, "the pairs of a radius are capped at 2 x dims"
-    assert len(rest) - len(diagonal) == 20 * 6, "the axis moves of radius 2 to 7"
-
-
-@pytest.mark.parametrize("pairs_per_radius, expected", [(None, 2 * 20), (20, 20), (0, 0)])
-def test_pairs_per_radius_caps_the_diagonal_moves(pairs_per_radius, expected):
-    """After a round without a move, the best-ranked pairs of radius 1: 190 of them are
-    possible among 20 axes, and as many as the quota are proposed."""
-    search = DropletSearch((8,) * 20, pairs_per_radius=pairs_per_radius)
-    for point in search.ask(21):
-        search.tell(point, [1.0 + 0.01 * sum(point)] * 2)
-    rest = search.ask(10_000)
-    diagonal = [point for point in rest if sum(1 for x in point if x) == 2]
-    assert len(diagonal) == expected
+    assert len(diagonal) == pairs, "the pairs of a radius are capped at the quota"
     assert all(max(point) == 1 for point in diagonal), "pairs of the radius measured"
+    assert len(rest) - len(diagonal) == 20 * 6, "the axis moves of radius 2 to 7"
 
 
 def test_pairs_per_radius_must_be_a_count():
