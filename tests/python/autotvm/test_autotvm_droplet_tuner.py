@@ -190,6 +190,7 @@ def test_constructor_keeps_upstream_defaults():
         "failure_limit": None,
         "handover": "xgb",
         "start_sample": None,
+        "polish": True,
     }
 
     task = matmul_task()
@@ -373,6 +374,68 @@ def test_handover_goes_on_after_convergence():
     best = min(measured, key=lambda index: cost(space.get(index))[0])
     assert tuner.best_choice[0] == best
     assert tuner.best_choice[2] == cost(space.get(best))
+
+
+def far_bowl(task, optimum, ceiling=10.0):
+    """A plateau at ``ceiling`` around the origin and a bowl around ``optimum``: a
+    search that changes at most two knobs of the origin sees only the plateau."""
+    space = task.config_space
+
+    def costs(config):
+        knobs = space.point2knob(config.index)
+        base = min(ceiling, 1.0 + sum((knob - best) ** 2 for knob, best in zip(knobs, optimum)))
+        return tuple(base * (1.0 + 1e-3 * repeat) for repeat in range(3))
+
+    return costs
+
+
+def polished_steps(tuner, cost, measured, start, count):
+    """Of the ``count`` measurements after ``measured[start]``, how many are one index
+    (on one knob or more) from the fastest config measured before them."""
+    space = tuner.task.config_space
+    point = tuner._point  # pylint: disable=protected-access
+    steps = 0
+    for position in range(start + 1, start + 1 + count):
+        best = min(measured[:position], key=lambda index: cost(space.get(index))[0])
+        here, there = point(measured[position]), point(best)
+        steps += max(abs(a - b) for a, b in zip(here, there)) == 1
+    return steps
+
+
+@pytest.mark.parametrize("polish", [True, False])
+def test_successor_finds_are_polished(polish):
+    """Droplet Search converges on the plateau; the first config the successor finds
+    faster than every earlier one starts a descent of one-index steps (with ``polish``)
+    down the bowl to its optimum, whose closest neighbours are all measured.  Nothing
+    is measured twice."""
+    np.random.seed(7)
+    random.seed(7)
+    task = matmul_task()
+    space = task.config_space
+    optimum = [5, 4, 5]
+    cost = far_bowl(task, optimum)
+    tuner = DropletTuner(task, start_sample=0, polish=polish)
+    measured = drive(tuner, cost, 1, n_trial=120)
+    assert len(set(measured)) == len(measured) == 120, "no config measured twice"
+    handover = tuner.search.converged_after
+    means = [cost(space.get(index))[0] for index in measured]
+    assert set(means[:handover]) == {10.0}, "Droplet Search saw the plateau only"
+    first = next(n for n in range(handover, len(measured)) if means[n] < min(means[:n]))
+    steps = polished_steps(tuner, cost, measured, first, 6)
+    if not polish:
+        assert tuner.polishes == 0 and tuner.polisher is None
+        assert steps < 6, "the successor alone does not walk one index at a time"
+        return
+    assert tuner.polishes >= 1 and steps == 6
+    assert list(space.point2knob(tuner.best_choice[0])) == optimum
+    # pylint: disable=protected-access
+    centre = tuner._point(tuner.best_choice[0])
+    around = [
+        centre[:axis] + (centre[axis] + step,) + centre[axis + 1 :]
+        for axis in range(3)
+        for step in (-1, 1)
+    ]
+    assert {tuner._index(point) for point in around} <= set(measured), "converged at the optimum"
 
 
 def test_topi_fallback_config_is_the_default_start():

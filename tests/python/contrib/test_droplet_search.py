@@ -85,6 +85,26 @@ def test_diagonal_valley_needs_diagonal_moves():
     assert search.best[0] == (20, 20)
 
 
+def test_max_radius_polishes_the_closest_points():
+    """With ``max_radius=1`` every step is of one index: the plateau the growing steps
+    cross stops the search at its start, after the 8 points around it."""
+
+    def plateau(point):
+        x, y = point
+        base = 1.0 if max(x, y) < 5 else 0.5 + 0.01 * ((x - 9) ** 2 + (y - 9) ** 2)
+        return [base, base * 1.001, base * 1.002]
+
+    search = DropletSearch((12, 12), (2, 2), max_radius=1)
+    proposed = run(search, plateau, 4)
+    assert search.best[0] == (2, 2) and search.converged_after == len(proposed)
+    assert sorted(proposed[1:]) == sorted(
+        (2 + dx, 2 + dy) for dx in (-1, 0, 1) for dy in (-1, 0, 1) if (dx, dy) != (0, 0)
+    )
+    descent = DropletSearch((12, 12), (6, 6), max_radius=1)
+    run(descent, bowl((9, 3)), 4)
+    assert descent.best[0] == (9, 3), "a descent of one-index steps still reaches a bowl's optimum"
+
+
 def test_plateau_is_crossed_by_growing_steps():
     """Plateau around the start is crossed by growing steps."""
 
@@ -205,6 +225,8 @@ def test_invalid_start_and_seeds_are_rejected():
         ({"pvalue": 0.0}, "pvalue"),
         ({"pvalue": 1.5}, "pvalue"),
         ({"failure_limit": 0}, "failure_limit"),
+        ({"max_radius": 0}, "max_radius"),
+        ({"max_radius": 1.5}, "max_radius"),
     ],
 )
 def test_bad_parameters(kwargs, message):

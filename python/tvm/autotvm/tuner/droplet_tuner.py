@@ -23,7 +23,8 @@ split, the tile sizes that divide the loop first; one per other knob).  The
 search decisions -- neighbourhood, boundaries, statistical acceptance,
 convergence -- are made by the engine; see its documentation.  Once Droplet
 Search has converged, another tuner (``handover``) goes on with every
-measurement made so far.
+measurement made so far, and each new best configuration it finds is polished
+by a short Droplet Search around it (``polish``).
 """
 import logging
 import operator
@@ -45,6 +46,9 @@ HANDOVERS = ("xgb", None)
 ORIGIN_SAMPLE = 8
 """How many random configurations are measured with the origin, the start of a
 template without a fallback config (see ``start_sample``)."""
+
+POLISH_RADIUS = 1
+"""The longest step, in knob (or tile factor) indices, of a polishing descent (see ``polish``)."""
 
 REPEAT_ADVICE = (
     "runner repeat=2 or repeat >= 4: of more than two costs AutoTVM's runner keeps all but the "
@@ -72,9 +76,10 @@ class DropletTuner(Tuner):
     When the neighbourhood of the best configuration is exhausted, Droplet
     Search has converged (logged, with the number of measurements: where the
     original Droplet tuner stops); with ``handover``, another tuner then goes
-    on until ``n_trial`` is spent, trained on every measurement so far.
-    Configurations rejected by the space's filters are never proposed and none
-    is proposed twice.
+    on until ``n_trial`` is spent, trained on every measurement so far, and
+    (``polish``) each faster configuration it finds is the start of a short
+    descent over its closest neighbours.  Configurations rejected by the
+    space's filters are never proposed and none is proposed twice.
 
     Parameters
     ----------
@@ -115,6 +120,13 @@ class DropletTuner(Tuner):
         fallback config, whose origin is seldom a good schedule), 0 otherwise.
         A tuner given records by ``load_history`` starts from the best of them
         instead, and measures no sample.
+    polish : bool
+        Whether, after the handover, each configuration the successor measures
+        with a lower mean cost than every earlier one starts a descent of
+        Droplet Search from it with steps of one index (the successor proposes
+        nothing until it converges, and is told its measurements).  The
+        successor's model finds promising regions; the descent finds the best
+        point of the region it found.
     """
 
     def __init__(
@@ -127,6 +139,7 @@ class DropletTuner(Tuner):
         failure_limit: Optional[int] = None,
         handover: Optional[str] = "xgb",
         start_sample: Optional[int] = None,
+        polish: bool = True,
     ):
         super().__init__(task)
         if batch_size is not None and not is_count(batch_size):
@@ -142,6 +155,8 @@ class DropletTuner(Tuner):
         self.pvalue = pvalue
         self.batch_size = batch_size
         self.handover = handover
+        self.polish = bool(polish)
+        self.failure_limit = failure_limit
         start, from_origin = self._start_point(start_position)
         if start_sample is None:
             start_sample = ORIGIN_SAMPLE if from_origin else 0
@@ -168,9 +183,15 @@ class DropletTuner(Tuner):
             logger=_TaskLogger(LOGGER, {"task": task.name}),
             repeat_advice=REPEAT_ADVICE,
         )
-        # The tuner that took over once Droplet Search finished, and its best config.
+        # The tuner that took over once Droplet Search finished, and the best config
+        # measured since (by it or a polishing descent).
         self.successor: Optional[Tuner] = None
         self._successor_best: Optional[Tuple[int, Tuple[float, ...]]] = None
+        # Measurements since the handover (point -> costs, empty when failed), the
+        # descent polishing the successor's latest best, and how many were started.
+        self._later_history: Dict[Tuple[int, ...], Tuple[float, ...]] = {}
+        self.polisher: Optional[DropletSearch] = None
+        self.polishes = 0
         # Points of the current round drawn from the search, not yet handed out.
         self._pending: List[Tuple[int, ...]] = []
         # Config index -> point, handed out by next_batch and awaiting update.
@@ -285,7 +306,8 @@ class DropletTuner(Tuner):
     def best_choice(self) -> Optional[Tuple[int, List[int], Tuple[float, ...]]]:
         """The best config found as ``(index, knob indices, costs)``; None before any success.
 
-        Droplet Search's best configuration, or a faster one its successor measured.
+        Droplet Search's best configuration, or a faster one measured after the
+        handover (by the successor or a polishing descent).
         """
         best = self.search.best
         choice = None if best is None else (self._index(best[0]), best[1])
@@ -325,6 +347,36 @@ class DropletTuner(Tuner):
                 results.append(MeasureResult((error,), MeasureErrorNo.RUNTIME_DEVICE, 0.0, 0.0))
         self.successor.update(inputs, results)
 
+    def _start_polish(self, point: Tuple[int, ...]) -> None:
+        """Start a descent of steps of one index from ``point``, the successor's new best."""
+        polisher = DropletSearch(
+            self.dims,
+            point,
+            pvalue=self.pvalue,
+            is_valid=self.geometry.is_valid,
+            failure_limit=self.failure_limit,
+            pairs_per_radius=len(self.dims),
+            max_radius=POLISH_RADIUS,
+            logger=_TaskLogger(LOGGER, {"task": self.task.name}),
+            repeat_advice=REPEAT_ADVICE,
+        )
+        polisher.warned_single_costs = self.search.warned_single_costs
+        # Everything measured is known to it (the start first: it stays the centre).
+        polisher.observe(point, self._later_history[point])
+        for history in (self.search.history, self._later_history):
+            for known, costs in history.items():
+                if known != point:
+                    polisher.observe(known, costs)
+        self.polisher = polisher
+        self.polishes += 1
+        LOGGER.info(
+            "DropletTuner [%s]: the successor found a faster config, %d; polishing it with "
+            "Droplet Search (steps of %d index)",
+            self.task.name,
+            self._index(point),
+            POLISH_RADIUS,
+        )
+
     def next_batch(self, batch_size):
         if batch_size < 1:
             raise ValueError(f"next_batch needs a positive batch_size, got {batch_size}")
@@ -332,7 +384,11 @@ class DropletTuner(Tuner):
             self._pending = self.search.ask(self.batch_size or batch_size)
             if not self._pending and self.handover is not None and self.search.finished:
                 self._hand_over()
-        if self.successor is not None:
+        if self.polisher is not None and not self._pending and not self._handed:
+            self._pending = self.polisher.ask(self.batch_size or batch_size)
+            if not self._pending:
+                self.polisher = None  # converged: the successor goes on
+        if self.successor is not None and self.polisher is None:
             return self.successor.next_batch(batch_size)
         taken, self._pending = self._pending[:batch_size], self._pending[batch_size:]
         configs = []
@@ -344,12 +400,7 @@ class DropletTuner(Tuner):
 
     def update(self, inputs, results):
         if self.successor is not None:
-            self.successor.update(inputs, results)
-            for inp, res in zip(inputs, results):
-                if res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0:
-                    costs = tuple(float(cost) for cost in res.costs)
-                    if self._successor_best is None or mean(costs) < mean(self._successor_best[1]):
-                        self._successor_best = (inp.config.index, costs)
+            self._update_after_handover(inputs, results)
             return
         for inp, res in zip(inputs, results):
             index = inp.config.index
@@ -360,7 +411,32 @@ class DropletTuner(Tuner):
             succeeded = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
             self.search.tell(point, [float(cost) for cost in res.costs] if succeeded else None)
 
+    def _update_after_handover(self, inputs, results) -> None:
+        """Tell the successor (and the polishing descent) the results; polish a new best."""
+        # The successor learns from every measurement, and counts them as visited.
+        self.successor.update(inputs, results)
+        best = self.best_choice
+        best_mean = None if best is None else mean(best[2])
+        faster = None
+        for inp, res in zip(inputs, results):
+            index = inp.config.index
+            succeeded = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
+            costs = tuple(float(cost) for cost in res.costs) if succeeded else ()
+            point = self._handed.pop(index, None)
+            if point is not None and self.polisher is not None:
+                self.polisher.tell(point, costs or None)
+            point = point or self._point(index)
+            self._later_history[point] = costs
+            if costs and (best_mean is None or mean(costs) < best_mean):
+                best_mean = mean(costs)
+                self._successor_best = (index, costs)
+                faster = point
+        if faster is not None and self.polish and self.polisher is None and not self._handed:
+            self._start_polish(faster)
+
     def has_next(self):
+        if self.polisher is not None:
+            return True
         if self.successor is not None:
             return self.successor.has_next()
         if self._pending:

@@ -97,6 +97,10 @@ class DropletSearch:
     pairs_per_radius : Optional[int]
         How many diagonal moves of each radius are made at most, the best
         ranked; by default ``2 * len(dims)``, as many as the radius's axis moves.
+    max_radius : Optional[int]
+        The longest step the walk makes, in indices of a dimension; by default
+        the longest that fits the box.  A short limit makes a local polish: the
+        search converges once the closest points around the best are measured.
     logger : Optional[Union[logging.Logger, logging.LoggerAdapter]]
         Where moves and the reason the search finished are reported.
     repeat_advice : str
@@ -117,6 +121,7 @@ class DropletSearch:
         failure_limit: Optional[int] = None,
         diagonals: bool = True,
         pairs_per_radius: Optional[int] = None,
+        max_radius: Optional[int] = None,
         logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
         repeat_advice: str = "runner repeat >= 2",
     ):
@@ -137,6 +142,9 @@ class DropletSearch:
                 f"pairs_per_radius must be a number of moves (0 or more), got {pairs_per_radius!r}"
             )
         self.pairs_per_radius = pairs_per_radius
+        if max_radius is not None and not is_count(max_radius):
+            raise ValueError(f"max_radius must be a positive step length, got {max_radius!r}")
+        self.max_radius = max_radius
         self.logger = logger or _LOGGER
         self.repeat_advice = repeat_advice
         self._is_valid = is_valid
@@ -148,7 +156,9 @@ class DropletSearch:
         self._failure_streak = 0
         self._scores = DirectionScores(self.dims)
         self._diagonals = diagonals
-        self._warned_single = False
+        # Whether the warning about costs with a single value was logged (it is
+        # logged once; a caller running several searches may set it for the later ones).
+        self.warned_single_costs = False
         self.measurements = 0
         self.moves = 0
         self.converged_after: Optional[int] = None
@@ -447,6 +457,7 @@ class DropletSearch:
             self._scores.order(),
             is_valid=self.is_valid,
             pairs_per_radius=self.pairs_per_radius,
+            max_radius=self.max_radius,
         )
 
     def _gain(self, point: Point) -> Optional[float]:
@@ -476,11 +487,11 @@ class DropletSearch:
                 improving.append((gain, step))
                 self._scores.reward((step[0], 1 if step[1] > 0 else -1), gain)
         if (
-            not self._warned_single
+            not self.warned_single_costs
             and any(len(self._history[point]) < 2 for point in successes)
             and len(incumbent) > 0
         ):
-            self._warned_single = True
+            self.warned_single_costs = True
             self.logger.warning(
                 "Droplet search: costs with a single value (one per measurement), so a "
                 "candidate is accepted whenever its mean is lower, without a significance test; "
