@@ -156,7 +156,6 @@ class DropletTuner(Tuner):
         self.batch_size = batch_size
         self.handover = handover
         self.polish = bool(polish)
-        self.failure_limit = failure_limit
         start, from_origin = self._start_point(start_position)
         if start_sample is None:
             start_sample = ORIGIN_SAMPLE if from_origin else 0
@@ -169,19 +168,8 @@ class DropletTuner(Tuner):
                 self._index(start),
                 start_sample,
             )
-        self.search = DropletSearch(
-            self.dims,
-            start,
-            sample=self._sample(start, start_sample),
-            pvalue=pvalue,
-            is_valid=self.geometry.is_valid,
-            failure_limit=failure_limit,
-            # Half the engine's default: the walk reaches longer steps, and converges
-            # (and hands over) sooner, which took fewer measurements to a good config on
-            # recorded conv2d, dense and matmul costs.
-            pairs_per_radius=len(self.dims),
-            logger=_TaskLogger(LOGGER, {"task": task.name}),
-            repeat_advice=REPEAT_ADVICE,
+        self.search = self._new_search(
+            start, sample=self._sample(start, start_sample), failure_limit=failure_limit
         )
         # The tuner that took over once Droplet Search finished, and the best config
         # measured since (by it or a polishing descent).
@@ -196,6 +184,23 @@ class DropletTuner(Tuner):
         self._pending: List[Tuple[int, ...]] = []
         # Config index -> point, handed out by next_batch and awaiting update.
         self._handed: Dict[int, Tuple[int, ...]] = {}
+
+    def _new_search(self, start: Tuple[int, ...], **options) -> DropletSearch:
+        """A Droplet Search over this tuner's space from ``start`` (the first descent, or a
+        polishing one); ``options`` are the engine's other keyword arguments."""
+        return DropletSearch(
+            self.dims,
+            start,
+            pvalue=self.pvalue,
+            is_valid=self.geometry.is_valid,
+            # Half the engine's default: the walk reaches longer steps, and converges
+            # (and hands over) sooner, which took fewer measurements to a good config on
+            # recorded conv2d, dense and matmul costs.
+            pairs_per_radius=len(self.dims),
+            logger=_TaskLogger(LOGGER, {"task": self.task.name}),
+            repeat_advice=REPEAT_ADVICE,
+            **options,
+        )
 
     def _index(self, point: Sequence[int]) -> int:
         return self.geometry.index(point)
@@ -349,16 +354,8 @@ class DropletTuner(Tuner):
 
     def _start_polish(self, point: Tuple[int, ...]) -> None:
         """Start a descent of steps of one index from ``point``, the successor's new best."""
-        polisher = DropletSearch(
-            self.dims,
-            point,
-            pvalue=self.pvalue,
-            is_valid=self.geometry.is_valid,
-            failure_limit=self.failure_limit,
-            pairs_per_radius=len(self.dims),
-            max_radius=POLISH_RADIUS,
-            logger=_TaskLogger(LOGGER, {"task": self.task.name}),
-            repeat_advice=REPEAT_ADVICE,
+        polisher = self._new_search(
+            point, failure_limit=self.search.failure_limit, max_radius=POLISH_RADIUS
         )
         polisher.warned_single_costs = self.search.warned_single_costs
         # Everything measured is known to it (the start first: it stays the centre).
@@ -408,8 +405,7 @@ class DropletTuner(Tuner):
             if point is None:
                 LOGGER.debug("DropletTuner ignores config %d: it did not propose it", index)
                 continue
-            succeeded = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
-            self.search.tell(point, [float(cost) for cost in res.costs] if succeeded else None)
+            self.search.tell(point, _measured_costs(res))
 
     def _update_after_handover(self, inputs, results) -> None:
         """Tell the successor (and the polishing descent) the results; polish a new best."""
@@ -420,11 +416,10 @@ class DropletTuner(Tuner):
         faster = None
         for inp, res in zip(inputs, results):
             index = inp.config.index
-            succeeded = res.error_no == MeasureErrorNo.NO_ERROR and len(res.costs) > 0
-            costs = tuple(float(cost) for cost in res.costs) if succeeded else ()
+            costs = _measured_costs(res)
             point = self._handed.pop(index, None)
             if point is not None and self.polisher is not None:
-                self.polisher.tell(point, costs or None)
+                self.polisher.tell(point, costs)
             point = point or self._point(index)
             self._later_history[point] = costs
             if costs and (best_mean is None or mean(costs) < best_mean):
@@ -535,6 +530,13 @@ class DropletTuner(Tuner):
                 skipped["space"],
                 self.task.name,
             )
+
+
+def _measured_costs(result: MeasureResult) -> Tuple[float, ...]:
+    """The costs of a measurement, empty when it failed (as the engine is told a failure)."""
+    if result.error_no == MeasureErrorNo.NO_ERROR and len(result.costs) > 0:
+        return tuple(float(cost) for cost in result.costs)
+    return ()
 
 
 def _entity_key(entity):
