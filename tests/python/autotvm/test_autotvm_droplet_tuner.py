@@ -716,5 +716,118 @@ def test_tune_resumes_from_its_log(tmp_path):
     check_apply_best(log, size)
 
 
+def knob_values(config):
+    """What each knob of ``config`` is set to: a split's inner sizes, another knob's value."""
+    return {
+        name: tuple(entity.size[1:]) if hasattr(entity, "size") else repr(entity.val)
+        for name, entity in config._entity_map.items()  # pylint: disable=protected-access
+    }
+
+
+def test_other_workloads_fastest_configs_start(tmp_path):
+    """Records of other workloads of the template (a network's tasks tuned before) give
+    the first round their fastest configs; the search starts from the fastest measured."""
+    log = str(tmp_path / "network.log")
+    other_task = matmul_task(size=32)
+    drive(
+        DropletTuner(other_task),
+        bowl(other_task, [2, 3, 1]),
+        4,
+        n_trial=30,
+        callbacks=[autotvm.callback.log_to_file(log)],
+    )
+    records = list(autotvm.record.load_from_file(log))
+    fastest = sorted(records, key=lambda record: np.mean(record[1].costs))[:2]
+    wanted = [knob_values(inp.config) for inp, _ in fastest]
+
+    task = matmul_task(size=64)
+    random.seed(0)
+    tuner = DropletTuner(task, handover=None)
+    tuner.load_history(autotvm.record.load_from_file(log))
+    assert tuner.transferred == 2
+    first_round = tuner.next_batch(64)
+    assert first_round[0].index == 0, "the start (the origin: this template has no fallback)"
+    assert [knob_values(config) for config in first_round[1:3]] == wanted
+    assert len(first_round) == 1 + 2 + 8, "the start, the transferred configs, the random sample"
+
+    # The search starts from the fastest of them.
+    target = first_round[2]
+    cost = bowl(task, task.config_space.point2knob(target.index))
+    tuner.update(
+        [MeasureInput(task.target, task, config) for config in first_round],
+        [measure_result(cost(config)) for config in first_round],
+    )
+    assert tuner.search.centre == tuner._point(target.index)
+
+    # Records of the task itself are a resume: nothing is transferred.
+    own = drive(tuner, cost, 4, n_trial=4, callbacks=[autotvm.callback.log_to_file(log)])
+    resumed = DropletTuner(task)
+    resumed.load_history(autotvm.record.load_from_file(log))
+    assert resumed.transferred == 0
+    assert resumed.visited == set(own)
+
+
+def test_transfer_needs_the_target_and_the_values():
+    """Records of another target are not transferred; nor is a config with a knob value
+    that the space does not have."""
+    other_target = autotvm.task.create(
+        "test_droplet_tuner/matmul",
+        args=(32, "plain"),
+        target=tvm.target.Target("llvm -mcpu=skylake"),
+    )
+    pairs = [
+        (
+            MeasureInput(other_target.target, other_target, other_target.config_space.get(index)),
+            measure_result((1e-3 * (index + 1),)),
+        )
+        for index in range(4)
+    ]
+    tuner = DropletTuner(matmul_task(size=64))
+    tuner.load_history(pairs)
+    assert tuner.transferred == 0
+
+    small, task = matmul_task(size=32), matmul_task(size=48)
+    space = small.config_space
+    # Inner tiles (1, 1, 32): 48 has no tile of 32.  Config 1: inner tiles (2, 1, 1).
+    tile_32 = next(index for index in range(len(space)) if space.point2knob(index) == [0, 0, 5])
+    assert space.get(tile_32)["tile_k"].size[-1] == 32
+    pairs = [
+        (MeasureInput(small.target, small, space.get(index)), measure_result((1e-3 * rank,)))
+        for rank, index in enumerate([tile_32, 1], 1)
+    ]
+    tuner = DropletTuner(task)
+    tuner.load_history(pairs)
+    assert tuner.transferred == 1
+    first_round = tuner.next_batch(2)
+    assert knob_values(first_round[1]) == knob_values(space.get(1))
+
+
+@tvm.testing.requires_llvm
+def test_tune_measures_other_workloads_fastest_first(tmp_path):
+    """Tuned one after another into one log (TVM's tutorials' transfer learning), a task
+    measures the fastest config of the one before it right after its start."""
+    log = str(tmp_path / "network.log")
+    DropletTuner(matmul_task(32)).tune(
+        n_trial=4, measure_option=measure_option(), callbacks=[autotvm.callback.log_to_file(log)]
+    )
+    tuner = DropletTuner(matmul_task(64))
+    start = knob_values(tuner.space.get(0))
+    fastest = next(
+        knob_values(inp.config)
+        for inp, _ in sorted(
+            autotvm.record.load_from_file(log), key=lambda record: np.mean(record[1].costs)
+        )
+        if knob_values(inp.config) != start
+    )
+    tuner.load_history(autotvm.record.load_from_file(log))
+    tuner.tune(
+        n_trial=2, measure_option=measure_option(), callbacks=[autotvm.callback.log_to_file(log)]
+    )
+    records = list(autotvm.record.load_from_file(log))[4:]
+    assert [inp.task.args[0] for inp, _ in records] == [64, 64]
+    assert all(res.error_no == MeasureErrorNo.NO_ERROR for _, res in records)
+    assert knob_values(records[1][0].config) == fastest
+
+
 if __name__ == "__main__":
     tvm.testing.main()

@@ -19,7 +19,9 @@
 A history is read whole and checked before the search is touched: a log cut by
 a crash, or a line that is not a record, is named with its line number, and
 the records of other workloads, other targets or configs of another space are
-counted and left out.
+counted and left out of the task's own history; the fastest configs of other
+workloads of the same template and target are kept apart, for a search that
+starts without records of its own.
 """
 import json
 import os
@@ -31,6 +33,7 @@ from tvm.contrib.droplet_search.journal import check_json_lines
 
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
 from ..record import decode
+from ..task.space import ConfigEntity
 
 Record = Tuple[MeasureInput, MeasureResult]
 
@@ -113,6 +116,10 @@ class TaskHistory:
     skipped : Dict[str, int]
         Records left out because of their ``workload``, their ``target``, or a
         config that is not in the task's ``space``.
+    related : Dict[tuple, List[ConfigEntity]]
+        The successful configs of each other workload of the task's template
+        and target (another task of the same network, say), fastest first: by
+        the mean cost of their fastest record.
     """
 
     costs: Dict[int, List[float]] = field(default_factory=dict)
@@ -120,24 +127,40 @@ class TaskHistory:
     skipped: Dict[str, int] = field(
         default_factory=lambda: {"workload": 0, "target": 0, "space": 0}
     )
+    related: Dict[tuple, List[ConfigEntity]] = field(default_factory=dict)
 
 
 def task_history(task, records: Iterable[Record]) -> TaskHistory:
     """The successful and failed configs of ``task`` among ``records``."""
     history = TaskHistory()
     target = str(task.target)
+    # Per related workload: config index -> (lowest mean cost, config).
+    related: Dict[tuple, Dict[int, Tuple[float, ConfigEntity]]] = {}
     for inp, res in records:
         if inp.task.workload != task.workload:
             history.skipped["workload"] += 1
+            if inp.task.name == task.name and str(inp.target) == target and _succeeded(res):
+                cost = sum(float(c) for c in res.costs) / len(res.costs)
+                configs = related.setdefault(inp.task.workload, {})
+                known = configs.get(inp.config.index)
+                if known is None or cost < known[0]:
+                    configs[inp.config.index] = (cost, inp.config)
         elif str(inp.target) != target:
             history.skipped["target"] += 1
         elif not _config_in_space(task.config_space, inp.config):
             history.skipped["space"] += 1
-        elif res.error_no == MeasureErrorNo.NO_ERROR and res.costs:
+        elif _succeeded(res):
             history.costs.setdefault(inp.config.index, []).extend(float(c) for c in res.costs)
         else:
             history.failed.add(inp.config.index)
+    for workload, configs in related.items():
+        ranked = sorted(configs.values(), key=lambda item: item[0])
+        history.related[workload] = [config for _, config in ranked]
     return history
+
+
+def _succeeded(result: MeasureResult) -> bool:
+    return result.error_no == MeasureErrorNo.NO_ERROR and len(result.costs) > 0
 
 
 def _config_in_space(space, config) -> bool:

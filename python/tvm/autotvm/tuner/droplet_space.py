@@ -33,11 +33,22 @@ Each knob of a :any:`ConfigSpace` gives one or more dimensions of a point:
 A point is valid when it is a configuration that the space's filters accept
 (``ConfigSpace.is_index_valid``).
 """
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, Mapping, Optional, Sequence, Tuple
 
 from ..task.space import ConfigSpace, SplitSpace
 
 Point = Tuple[int, ...]
+
+
+def entity_key(entity) -> Hashable:
+    """What a knob's entity stands for, comparable across spaces: a split's inner
+    sizes, or another knob's value (None for no entity)."""
+    if entity is None:
+        return None
+    size = getattr(entity, "size", None)
+    if size is not None:
+        return tuple(int(value) for value in size[1:])
+    return repr(getattr(entity, "val", entity))
 
 
 def factor_line(values: Sequence[int], extent: int) -> Tuple[int, ...]:
@@ -103,6 +114,37 @@ class KnobGeometry:
             split = isinstance(subspace, SplitSpace) and len(subspace) > 1
             self.knobs.append(_Knob(name, subspace, factors and split))
         self.dims: Point = tuple(size for knob in self.knobs for size in knob.dims)
+        self._entity_indices: Optional[List[Dict[Hashable, int]]] = None
+
+    def knobs_of_entities(self, entities: Mapping[str, object]) -> Optional[List[int]]:
+        """The knob indices of the config whose knobs have the values of ``entities``.
+
+        Parameters
+        ----------
+        entities : Mapping[str, object]
+            Entities by knob name, as a config of another space or a fallback
+            config holds them (``ConfigEntity._entity_map``).
+
+        Returns
+        -------
+        knob_indices : Optional[List[int]]
+            One entity index per knob of this space; None when a knob is missing
+            from ``entities`` or has no entity of that value here.
+        """
+        if self._entity_indices is None:
+            self._entity_indices = []
+            for subspace in self.space.space_map.values():
+                indices: Dict[Hashable, int] = {}
+                for index, entity in enumerate(subspace.entities):
+                    indices.setdefault(entity_key(entity), index)
+                self._entity_indices.append(indices)
+        knobs = []
+        for name, indices in zip(self.space.space_map, self._entity_indices):
+            index = indices.get(entity_key(entities.get(name)))
+            if index is None:
+                return None
+            knobs.append(index)
+        return knobs
 
     def knob_indices(self, point: Sequence[int]) -> Optional[List[int]]:
         """The entity index of every knob at ``point``; None when a split is no entity."""

@@ -43,6 +43,13 @@ LOGGER = logging.getLogger("autotvm")
 HANDOVERS = ("xgb", None)
 """The ``handover`` choices of :class:`DropletTuner`."""
 
+TRANSFER_SAMPLE = 8
+"""How many configurations, at most, :meth:`DropletTuner.load_history` takes from the records
+of other workloads of the same template (a network's other tasks) to measure with the start."""
+
+TRANSFER_PER_WORKLOAD = 2
+"""How many of each other workload's fastest configurations are taken (see ``TRANSFER_SAMPLE``)."""
+
 ORIGIN_SAMPLE = 8
 """How many random configurations are measured with the origin, the start of a
 template without a fallback config (see ``start_sample``)."""
@@ -118,8 +125,11 @@ class DropletTuner(Tuner):
         when it is faster than the start (by the test above).  Defaults to
         8 when the start is the origin by default (a template without a
         fallback config, whose origin is seldom a good schedule), 0 otherwise.
-        A tuner given records by ``load_history`` starts from the best of them
-        instead, and measures no sample.
+        A tuner given records of its task by ``load_history`` starts from the best
+        of them instead, and measures no sample; given records of other
+        workloads of the same template only (a network's tasks tuned before),
+        it measures their fastest configs with the start too (see
+        ``load_history``).
     polish : bool
         Whether, after the handover, each configuration the successor measures
         with a lower mean cost than every earlier one starts a descent of
@@ -168,9 +178,13 @@ class DropletTuner(Tuner):
                 self._index(start),
                 start_sample,
             )
+        # The random configs measured with the start (the first round's sample).
+        self._random_sample = self._sample(start, start_sample)
         self.search = self._new_search(
-            start, sample=self._sample(start, start_sample), failure_limit=failure_limit
+            start, sample=self._random_sample, failure_limit=failure_limit
         )
+        # How many configs of other workloads' records load_history put in the first round.
+        self.transferred = 0
         # The tuner that took over once Droplet Search finished, and the best config
         # measured since (by it or a polishing descent).
         self.successor: Optional[Tuner] = None
@@ -225,20 +239,11 @@ class DropletTuner(Tuner):
         except Exception as error:  # pylint: disable=broad-except
             LOGGER.debug("DropletTuner: no fallback config for %s (%s)", self.task.name, error)
             return None
-        knobs = []
-        for name, subspace in self.space.space_map.items():
-            wanted = _entity_key(fallback._entity_map.get(name))  # pylint: disable=protected-access
-            index = next(
-                (
-                    position
-                    for position, entity in enumerate(subspace.entities)
-                    if _entity_key(entity) == wanted
-                ),
-                None,
-            )
-            if index is None:
-                return None
-            knobs.append(index)
+        knobs = self.geometry.knobs_of_entities(
+            fallback._entity_map  # pylint: disable=protected-access
+        )
+        if knobs is None:
+            return None
         # A template that sets no fallback config gets the first value of every knob.
         if not any(knobs):
             return None
@@ -296,6 +301,56 @@ class DropletTuner(Tuner):
                 "is rejected by the config space's filter"
             )
         return self.geometry.point_of_knobs(start), False
+
+    def _transfer(self, related: Mapping[tuple, Sequence]) -> None:
+        """Measure the fastest configs of other workloads of the template with the start.
+
+        ``related`` holds each other workload's successful configs, fastest
+        first.  A config is taken over by the values of its knobs (a split's inner
+        sizes, another knob's value); one with a value this space does not have,
+        or that the space's filter rejects, is passed over.  The first round
+        then measures the start, the taken configs and the random sample, and
+        the search starts from the fastest of them (as from a sample).
+        """
+        start = self.search.centre
+        columns = []
+        for configs in related.values():
+            column: List[Tuple[int, ...]] = []
+            for config in configs:
+                knobs = self.geometry.knobs_of_entities(
+                    config._entity_map  # pylint: disable=protected-access
+                )
+                if knobs is None or not self.space.is_index_valid(
+                    int(self.space.knob2point(knobs))
+                ):
+                    continue
+                point = self.geometry.point_of_knobs(knobs)
+                if point != start and point not in column:
+                    column.append(point)
+                if len(column) == TRANSFER_PER_WORKLOAD:
+                    break
+            columns.append(column)
+        # The fastest of every workload first, then the second fastest, ...
+        points: List[Tuple[int, ...]] = []
+        for rank in range(TRANSFER_PER_WORKLOAD):
+            for column in columns:
+                if rank < len(column) and column[rank] not in points:
+                    points.append(column[rank])
+        points = points[:TRANSFER_SAMPLE]
+        if not points:
+            return
+        sample = points + [point for point in self._random_sample if point not in points]
+        self.search = self._new_search(
+            start, sample=sample, failure_limit=self.search.failure_limit
+        )
+        self.transferred = len(points)
+        LOGGER.info(
+            "DropletTuner [%s]: no records of this workload; measuring %d configs of the fastest "
+            "records of %d other workloads of the template with the start",
+            self.task.name,
+            len(points),
+            len(related),
+        )
 
     # ------------------------------------------------------------- tuning
     @property
@@ -469,12 +524,20 @@ class DropletTuner(Tuner):
         only read; the history is checked whole before the search is touched,
         so a history that cannot be read leaves the tuner as it was.
 
+        Records of other workloads of the same template and target are transfer
+        learning, as in TVM's tuning tutorials (the log of a network's tasks
+        tuned so far): when the history has no successful record of this task,
+        the fastest configs of each other workload (two each, at most eight in
+        all) that this space has, by the values of their knobs, are measured in
+        the first round with the start, and the search starts from the fastest.
+
         Parameters
         ----------
         data_set : Union[str, os.PathLike, Iterable[Tuple[MeasureInput, MeasureResult]]]
             Tuning records, for example ``autotvm.record.load_from_file(path)``,
             or the path of an AutoTVM log (then an unreadable line is named by
-            its number).  Records of other workloads or targets are skipped.
+            its number).  Records of other targets are skipped, those of other
+            workloads too but for the transfer above.
         min_seed_records : int
             Accepted for compatibility with :any:`Tuner.load_history`; the
             search resumes from any number of records, so it is not used.
@@ -492,6 +555,8 @@ class DropletTuner(Tuner):
             )
         history = task_history(self.task, read_records(data_set))
         costs, failed, skipped = history.costs, history.failed, history.skipped
+        if not costs and not self.search.history and history.related:
+            self._transfer(history.related)
         for index in sorted(failed - set(costs)):
             self.search.observe(self._point(index), None)
         for index, index_costs in sorted(costs.items()):
@@ -537,13 +602,3 @@ def _measured_costs(result: MeasureResult) -> Tuple[float, ...]:
     if result.error_no == MeasureErrorNo.NO_ERROR and len(result.costs) > 0:
         return tuple(float(cost) for cost in result.costs)
     return ()
-
-
-def _entity_key(entity):
-    """A comparable form of a knob entity: a split's inner sizes, or its value."""
-    if entity is None:
-        return None
-    size = getattr(entity, "size", None)
-    if size is not None:
-        return tuple(int(value) for value in size[1:])
-    return repr(getattr(entity, "val", entity))
