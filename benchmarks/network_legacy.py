@@ -33,6 +33,10 @@ from benchmarks.autotvm_tuners import curve_callback
 from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
 from benchmarks.report import Curve
 from benchmarks.tuners import make_tuner
+
+TRANSFER = "+tl"
+"""The suffix of an AutoTVM tuner given the log of the tasks tuned before each task
+(``tuner.load_history``), as TVM's tuning tutorials do with ``use_transfer_learning``."""
 from benchmarks.workloads import host_target_string
 
 
@@ -146,7 +150,10 @@ class Network:
                 before = count_lines(log)
                 label = f"{run.method} task {position + 1}/{len(chosen)} {task.name}"
                 with clock:
-                    make_tuner(tuner, task).tune(
+                    tuner_object = make_tuner(tuner.removesuffix(TRANSFER), task)
+                    if tuner.endswith(TRANSFER) and before:
+                        tuner_object.load_history(autotvm.record.load_from_file(str(log)))
+                    tuner_object.tune(
                         n_trial=budget,
                         early_stopping=None,
                         measure_option=measure_option,

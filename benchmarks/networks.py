@@ -194,7 +194,12 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--schedulers", default=",".join(SCHEDULERS[line]), help="comma-separated")
     parser.add_argument("--tasks", type=int, default=3, help="heaviest tasks tuned per network (FLOPs x occurrences)")
     parser.add_argument("--trials", type=int, default=32, help="AutoTVM: n_trial per task, every tuner")
-    parser.add_argument("--tuners", default="droplet,xgb,ga,random", help="AutoTVM tuners")
+    parser.add_argument(
+        "--tuners",
+        default="droplet,xgb,ga,random",
+        help="AutoTVM tuners; NAME+tl loads the method's log before each task (transfer learning, "
+        "as TVM's tuning tutorials: the records of the tasks tuned before it)",
+    )
     parser.add_argument("--explore", type=int, default=16, help="Ansor: K trials per task")
     parser.add_argument("--exploit", type=int, default=32, help="Ansor: Droplet trials per task")
     parser.add_argument("--factor", type=int, default=5, help="Ansor: F (the long run has F x K per task)")
