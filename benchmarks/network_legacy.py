@@ -33,11 +33,11 @@ from benchmarks.autotvm_tuners import curve_callback
 from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
 from benchmarks.report import Curve
 from benchmarks.tuners import make_tuner
+from benchmarks.workloads import host_target_string
 
 TRANSFER = "+tl"
 """The suffix of an AutoTVM tuner given the log of the tasks tuned before each task
 (``tuner.load_history``), as TVM's tuning tutorials do with ``use_transfer_learning``."""
-from benchmarks.workloads import host_target_string
 
 
 def host_target() -> tvm.target.Target:

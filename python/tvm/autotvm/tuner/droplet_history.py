@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Set, Tuple, Union
 
-from tvm.contrib.droplet_search import error_summary
+from tvm.contrib.droplet_search import error_summary, mean
 from tvm.contrib.droplet_search.journal import check_json_lines
 
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -140,7 +140,7 @@ def task_history(task, records: Iterable[Record]) -> TaskHistory:
         if inp.task.workload != task.workload:
             history.skipped["workload"] += 1
             if inp.task.name == task.name and str(inp.target) == target and _succeeded(res):
-                cost = sum(float(c) for c in res.costs) / len(res.costs)
+                cost = mean(res.costs)
                 configs = related.setdefault(inp.task.workload, {})
                 known = configs.get(inp.config.index)
                 if known is None or cost < known[0]:

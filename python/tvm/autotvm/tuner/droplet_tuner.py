@@ -320,12 +320,11 @@ class DropletTuner(Tuner):
                 knobs = self.geometry.knobs_of_entities(
                     config._entity_map  # pylint: disable=protected-access
                 )
-                if knobs is None or not self.space.is_index_valid(
-                    int(self.space.knob2point(knobs))
-                ):
+                if knobs is None:
                     continue
                 point = self.geometry.point_of_knobs(knobs)
-                if point != start and point not in column:
+                # The engine's own validity test: the sample must pass it.
+                if self.geometry.is_valid(point) and point != start and point not in column:
                     column.append(point)
                 if len(column) == TRANSFER_PER_WORKLOAD:
                     break
