@@ -208,6 +208,31 @@ def test_observed_records_replace_the_sample():
         DropletSearch((4, 4), sample=[(1, 4)])
 
 
+def test_sample_added_after_observed_records():
+    """A sample added after a database's records: measured with the re-measured centre."""
+    cost = bowl((15, 15))
+    search = DropletSearch((20, 20), (2, 2))
+    search.observe((2, 2), cost((2, 2)), remeasure=True)
+    search.observe((2, 1), cost((2, 1)))
+    added = search.add_sample([(14, 16), (2, 1), (2, 2), (14, 16), (9, 9)])
+    assert added == [(14, 16), (9, 9)], "measured, centre and repeated points are passed over"
+    batch = search.ask(20)
+    assert batch == [(2, 2), (14, 16), (9, 9)], "one round: the centre again, then the sample"
+    for point in batch:
+        search.tell(point, cost(point))
+    assert search.centre == (14, 16) and search.moves == 1
+    batch = search.ask(20)
+    assert (26, 30) not in batch, "no pattern move through a sampled point"
+    with pytest.raises(RuntimeError, match="between rounds"):
+        search.add_sample([(0, 0)])
+    for point in batch:
+        search.tell(point, cost(point))
+    proposed = batch + run(search, cost, 4)
+    assert search.best[0] == (15, 15) and len(proposed) == len(set(proposed))
+    with pytest.raises(ValueError, match="sample point .* not a valid point"):
+        DropletSearch((4, 4), is_valid=lambda point: point != (1, 1)).add_sample([(1, 1)])
+
+
 def test_invalid_start_and_seeds_are_rejected():
     with pytest.raises(ValueError, match="not a valid point"):
         DropletSearch((4, 4), is_valid=lambda point: point != (0, 0))

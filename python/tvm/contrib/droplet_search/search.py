@@ -79,7 +79,8 @@ class DropletSearch:
         neighbour.  Each must lie in the box and satisfy ``is_valid``; their
         failures do not count towards ``failure_limit``.  Points
         of the sample not proposed yet are dropped when :meth:`observe` is given
-        a successful point: a resumed search starts from its records.
+        a successful point: a resumed search starts from its records
+        (:meth:`add_sample` adds a sample after them).
     pvalue : float
         Significance level of the acceptance test, see :func:`~.statistics.is_faster`.
     is_valid : Optional[Callable[[Point], bool]]
@@ -171,16 +172,51 @@ class DropletSearch:
         self._walk = self._new_walk(centre)
         self._lookahead: Optional[Point] = None
         self._sample: Dict[Point, None] = {}
-        for point in sample:
+        # The sample's points, never the base of a pattern move (they are not steps).
+        self._sampled: Set[Point] = set()
+        # Whether the first round, the start and its sample, is yet to be decided.
+        self._sampling = False
+        self.add_sample(sample)
+
+    def add_sample(self, points: Sequence[Sequence[int]]) -> List[Point]:
+        """Measure ``points`` with the centre in the next round, before its neighbours.
+
+        The constructor's ``sample``, for points known only after :meth:`observe`
+        (a sample given to the constructor is dropped by a successful observed
+        point): the search moves to the fastest of them that is faster than the
+        centre, as it would to a neighbour.  Points already measured or observed,
+        and the centre, are passed over.
+
+        Parameters
+        ----------
+        points : Sequence[Sequence[int]]
+            Points of the box that satisfy ``is_valid``.
+
+        Returns
+        -------
+        added : List[Point]
+            The points that will be measured, in order.
+
+        Raises
+        ------
+        ValueError
+            When a point is outside the box or not valid.
+        RuntimeError
+            When a round is under way (points proposed and not all decided).
+        """
+        if self._outstanding or self._round:
+            raise RuntimeError("add_sample() must be called between rounds")
+        added = []
+        for point in points:
             point = self._point(point, "sample point")
             if not self.is_valid(point):
                 raise ValueError(f"the sample point {point} is not a valid point of the space")
-            if point != centre:
+            if point != self.centre and point not in self._history and point not in self._sample:
                 self._sample[point] = None
-        # The sample's points, never the base of a pattern move (they are not steps).
-        self._sampled: Set[Point] = set(self._sample)
-        # Whether the first round, the start and its sample, is yet to be decided.
-        self._sampling = bool(self._sample)
+                self._sampled.add(point)
+                added.append(point)
+        self._sampling = self._sampling or bool(added)
+        return added
 
     # ------------------------------------------------------------------ space
     def _point(self, point: Sequence[int], what: str) -> Point:
