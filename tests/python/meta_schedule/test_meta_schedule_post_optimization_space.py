@@ -133,5 +133,52 @@ def test_record_is_the_start_point():
         assert space.schedule(point) is None and space.trace_of(point) is None
 
 
+def sampled_space(size: int, rand_state: int):
+    """A sampled design-space trace of a ``size`` matmul, and its space."""
+    context = ms.TuneContext(
+        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=rand_state
+    )
+    trace = context.generate_design_space()[0].trace
+    return trace, TraceSpace(trace, matmul(size), context.space_generator.postprocs)
+
+
+def tiles_and_choices(space, point):
+    """The inner tile factors and categorical choices of a point, by instruction."""
+    decisions = space.decisions_of(point)
+    return {
+        position: decision[1:] if isinstance(decision, tuple) else decision
+        for position, decision in decisions.items()
+        if space.instructions[position].kind.name in ("SamplePerfectTile", "SampleCategorical")
+    }
+
+
+@tvm.testing.requires_llvm
+def test_point_like_takes_over_other_decisions():
+    """Another workload's trace maps where this loop nest allows it, else keeps the start."""
+    small_trace, small = sampled_space(SIZE // 2, rand_state=3)
+    large_trace, large = sampled_space(SIZE, rand_state=5)
+    small_decisions = tiles_and_choices(small, small.start)
+    large_decisions = tiles_and_choices(large, large.start)
+    assert small_decisions != large_decisions
+    # Into the 128 matmul: every inner tiling of 64 divides 128, so all is taken over.
+    point = large.point_like(small_trace)
+    assert tiles_and_choices(large, point) == small_decisions
+    assert large.schedule(point) is not None
+    # Into the 64 matmul: a tile of 128 whose inner factors do not divide 64 keeps the start.
+    point = small.point_like(large_trace)
+    taken = tiles_and_choices(small, point)
+    kept = 0
+    for position, inner in taken.items():
+        if not isinstance(inner, tuple):
+            assert inner == large_decisions[position]
+        elif (SIZE // 2) % int(np.prod(large_decisions[position])) == 0:
+            assert inner == large_decisions[position]
+        else:
+            assert inner == small_decisions[position]
+            kept += 1
+    assert kept > 0, "the traces were chosen to have a tile of 128 that 64 cannot take"
+    assert small.point_like(tvm.tir.schedule.Trace(large_trace.insts[:3], {})) is None
+
+
 if __name__ == "__main__":
     tvm.testing.main()

@@ -325,6 +325,78 @@ class TraceSpace:
             return None
         return point
 
+    def point_like(self, trace: Trace) -> Optional[Point]:
+        """The point that takes over the decisions of another workload's trace.
+
+        ``trace`` schedules another workload with the same instructions (e.g. a
+        convolution of other sizes, tuned by the same rules).  Each coordinate
+        takes the other trace's value where this space has it: a tile's inner
+        factors where they are divisors of this loop and form a perfect tiling
+        of it (else the whole tile keeps this space's start), a categorical
+        choice among the same candidates, an annotation value of the ladder.
+        Other coordinates keep the start's value; whether the point replays is
+        :meth:`schedule`'s question.
+
+        Parameters
+        ----------
+        trace : Trace
+            The trace of a tuning record of another workload.
+
+        Returns
+        -------
+        point : Optional[Point]
+            None when the trace's instructions (up to its postprocessing) are not
+            this space's, kind by kind.
+        """
+        instructions = []
+        for inst in trace.insts:
+            if inst.kind.name == ENTER_POSTPROC:
+                break
+            instructions.append(inst)
+        if len(instructions) != len(self.instructions) or any(
+            theirs.kind.name != ours.kind.name
+            for theirs, ours in zip(instructions, self.instructions)
+        ):
+            return None
+        point = list(self.start)
+        tiles: Dict[int, List[Tuple[int, int]]] = {}  # instruction -> (axis, factor)
+        for axis, dimension in enumerate(self.dimensions):
+            inst = instructions[dimension.instruction]
+            if dimension.kind == ANNOTATE:
+                if _is_int_constant(inst.inputs[1]):
+                    value = _as_int(inst.inputs[1])
+                    if value in dimension.values:
+                        point[axis] = dimension.values.index(value)
+                continue
+            decision = trace.get_decision(inst)
+            if decision is None:
+                continue
+            value = _decision_value(decision)
+            if dimension.kind == SAMPLE_CATEGORICAL:
+                ours = self.instructions[dimension.instruction]
+                if [str(item) for item in inst.attrs[0]] == [str(item) for item in ours.attrs[0]]:
+                    point[axis] = value
+            elif len(value) == len(self.decisions[dimension.instruction]):
+                tiles.setdefault(dimension.instruction, []).append((axis, value[dimension.level]))
+        for position, factors in tiles.items():
+            extent = 1
+            for factor in self.decisions[position]:
+                extent *= factor
+            inner = 1
+            for _, factor in factors:
+                inner *= factor
+            max_innermost_factor = _as_int(self.instructions[position].attrs[1])
+            innermost = factors[-1][1]
+            if (
+                extent % inner != 0
+                or 0 < max_innermost_factor < innermost
+                or any(factor not in self.dimensions[axis].values for axis, factor in factors)
+            ):
+                continue
+            for axis, factor in factors:
+                point[axis] = self.dimensions[axis].values.index(factor)
+        return tuple(point)
+
     def trace_of(self, point: Sequence[int]) -> Optional[Trace]:
         """The trace (without postprocessing) that ``point`` stands for, None if invalid."""
         decisions = self.decisions_of(point)
