@@ -395,6 +395,72 @@ def test_shared_budget_goes_to_the_largest_share(builder):
     assert results[0].after == results[0].before == pytest.approx(1e-4)
 
 
+def sampled_schedule(size: int, rand_state: int):
+    """The task of a ``size`` matmul, a postprocessed sample of its design space, and the
+    space of that sample's decisions."""
+    context = ms.TuneContext(
+        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=rand_state
+    )
+    trace = context.generate_design_space()[0].trace
+    space = TraceSpace(trace, matmul(size), context.space_generator.postprocs)
+    return context, space.schedule(space.start), space
+
+
+def commit(database, size, schedule, secs):
+    database.commit_tuning_record(
+        ms.database.TuningRecord(
+            schedule.trace,
+            database.commit_workload(matmul(size)),
+            [secs] * 3,
+            TARGET,
+            ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
+        )
+    )
+
+
+@tvm.testing.requires_llvm
+def test_other_workloads_fastest_schedule_starts(builder):
+    """The search measures, with its start, the other workload's fastest schedule taken over.
+
+    The 128 matmul has two records, the 64 matmul its start; searching the 64
+    matmul measures its start again and, in the same batch, the 128 matmul's
+    faster record's decisions in the 64 matmul's space.  Not without transfer,
+    and not twice when the search runs again.
+    """
+    small = SIZE // 2
+    context, start, space = sampled_schedule(small, rand_state=3)
+    _, fast, _ = sampled_schedule(SIZE, rand_state=5)
+    _, slow, _ = sampled_schedule(SIZE, rand_state=7)
+    taken = space.point_like(fast.trace)
+    assert sum(a != b for a, b in zip(taken, space.start)) > 1, "not a radius-1 neighbour"
+    assert space.point_like(slow.trace) != taken
+
+    def searched(transfer):
+        database = ms.database.MemoryDatabase()
+        commit(database, SIZE, slow, 2e-4)
+        commit(database, SIZE, fast, 1e-4)
+        commit(database, small, start, 1e-4)
+        (result,) = post_optimize(
+            database, 3, tasks=[context], builder=builder, runner=runner(), transfer=transfer
+        )
+        committed = database.get_all_tuning_records()[3:]
+        assert len(committed) == result.measured == 3
+        return database, result, [space.point_of(record.trace) for record in committed]
+
+    database, result, points = searched(transfer=True)
+    assert result.transferred == 1
+    assert points[:2] == [space.start, taken], "the start again, with the other's fastest"
+    assert len(set(points)) == 3
+    _, alone, alone_points = searched(transfer=False)
+    assert alone.transferred == 0 and taken not in alone_points
+    before = {str(record.trace) for record in database.get_all_tuning_records()}
+    (again,) = post_optimize(database, 2, tasks=[context], builder=builder, runner=runner())
+    assert again.transferred == 0, "measured in the first call: a record of the workload"
+    later = database.get_all_tuning_records()[6:]
+    assert len(later) == again.measured == 2, "the best record again, and one new program"
+    assert str(later[0].trace) in before and str(later[1].trace) not in before
+
+
 def database_files(work_dir):
     paths = [f"{work_dir}/database_workload.json", f"{work_dir}/database_tuning_record.json"]
     return [open(path, "rb").read() for path in paths]

@@ -65,9 +65,13 @@ class PostOptimizationResult(DropletResult):
     ----------
     workload : Optional[Workload]
         The database's workload.
+    transferred : int
+        How many schedules of other workloads were taken over and measured with
+        the start (see ``transfer`` of :func:`post_optimize`).
     """
 
     workload: Optional[Workload] = None
+    transferred: int = 0
 
     @property
     def trials(self) -> int:
@@ -98,6 +102,7 @@ def post_optimize(
     skip_unusable: bool = False,
     task_weights: Optional[Sequence[float]] = None,
     max_trials_global: Optional[int] = None,
+    transfer: bool = True,
 ) -> List[PostOptimizationResult]:
     """Exploit the best tuning record of each workload with Droplet Search.
 
@@ -111,7 +116,11 @@ def post_optimize(
     one-sided Welch test at ``pvalue`` (a plain comparison when the runner
     repeats once).  The search stops when the neighbourhood of the best is
     exhausted, when ``trials`` programs were evaluated, or when a run of
-    failures says the neighbourhood is all invalid.
+    failures says the neighbourhood is all invalid.  With ``transfer``, the
+    first batch also holds the fastest schedules of the database's other
+    workloads with the same trace instructions, their decisions taken over
+    (a network's convolutions of other sizes are tuned by the same rules), and
+    the search starts from the fastest of them that beats the start.
 
     The database is the journal of the search.  Every program built and run
     is committed with ``database.commit_tuning_record`` right after its
@@ -182,6 +191,13 @@ def post_optimize(
     max_trials_global : Optional[int]
         The budget of all workloads together; unbounded (``trials`` per
         workload) when omitted.
+    transfer : bool
+        Whether each search also measures, with the start, the fastest
+        schedules of the database's other workloads (a network's other tasks)
+        whose traces have the same instructions, their decisions taken over
+        where this workload's loops allow them: at most 8, and at most a quarter
+        of ``trials``.  Those of the workloads searched before it are read after
+        their search.
 
     Returns
     -------
@@ -221,7 +237,12 @@ def post_optimize(
             journal = Journal(database, job.workload, job.target)
             searches.append(
                 WorkloadSearch(
-                    job, journal, pvalue=pvalue, budget=int(trials), batch_size=batch_size
+                    job,
+                    journal,
+                    pvalue=pvalue,
+                    budget=int(trials),
+                    batch_size=batch_size,
+                    transfer=bool(transfer),
                 )
             )
         except ValueError as error:
@@ -289,6 +310,7 @@ def _post_optimize_one(
         stop_reason=search.stop_reason,
         converged_after=search.search.converged_after,
         workload=job.workload,
+        transferred=search.transferred,
     )
     # Report what the database's queries now pick: the workload's fastest successful
     # record, which need not be the search's centre (faster, but not significantly).

@@ -35,6 +35,10 @@ from .workloads import PostOptimizationJob, mean_run_secs
 
 logger = get_logger(__name__)  # pylint: disable=invalid-name
 
+TRANSFER_SAMPLE = 8
+"""How many schedules of other workloads, at most, are taken over and measured with the start
+(and at most a quarter of a workload's budget); see :meth:`WorkloadSearch.run`."""
+
 
 class _WorkloadLogger(logging.LoggerAdapter):
     """Prefixes the search's messages with the workload's name."""
@@ -67,6 +71,9 @@ class WorkloadSearch:
         The largest number of programs to build and run.
     batch_size : Optional[int]
         Programs measured together; by default two per dimension of the space.
+    transfer : bool
+        Whether the fastest schedules of the database's other workloads with the
+        same instructions are taken over and measured with the start.
 
     Raises
     ------
@@ -82,8 +89,12 @@ class WorkloadSearch:
         pvalue: float,
         budget: int,
         batch_size: Optional[int] = None,
+        transfer: bool = True,
     ):
         self.job = job
+        self.transfer = transfer
+        # How many schedules of other workloads were taken over (see run()).
+        self.transferred = 0
         self.journal = journal
         self.space = TraceSpace(job.record.trace, job.workload.mod, job.postprocs)
         self._schedules: Dict[Point, Optional[Schedule]] = {}
@@ -225,10 +236,42 @@ class WorkloadSearch:
         if budget is not None:
             self.search.budget = min(self.search.budget, budget)
         self._observe_journal()
+        if self.transfer:
+            self._transfer()
         self.check = OutputCheck(
             self._start_schedule, self.job.target, self.job.name, builder, self.job.workload.mod
         )
         self.driver.run(self._evaluate(builder, runner))
+
+    def _transfer(self) -> None:
+        """Measure the fastest schedules of other workloads, taken over, with the start.
+
+        A network's workloads of the same kind (convolutions of other sizes) are
+        tuned by the same rules into traces with the same instructions; the
+        fastest record of each such workload whose decisions this space can take
+        over (:meth:`~.trace_space.TraceSpace.point_like`) into a valid point
+        is measured in the first round, unless measured before, and the search
+        starts from the fastest of them that beats the start (as from a sample).
+        """
+        limit = min(TRANSFER_SAMPLE, max(1, self.search.budget // 4))
+        points: List[Point] = []
+        for records in self.journal.related():
+            for record in records:
+                point = self.space.point_like(record.trace)
+                if point is not None and self._schedule(point) is not None:
+                    # Measured already (a repeated call), or the centre: taken over before.
+                    if point != self.search.centre and self.search.costs(point) is None:
+                        points.append(point)
+                    break
+            if len(points) == limit:
+                break
+        self.transferred = len(self.search.add_sample(points))
+        if self.transferred:
+            logger.info(
+                "Post-optimization of %s: measuring %d schedules of other workloads with the start",
+                self.job.name,
+                self.transferred,
+            )
 
     @property
     def stop_reason(self) -> str:
