@@ -243,6 +243,8 @@ class Network:
                 for total in args.global_budgets
             ],
             "headroom": [("ms-N+droplet-by-headroom", by_headroom, args.post_trials, None)],
+            # The library's order without other workloads' schedules in each first batch.
+            "time-alone": [("ms-N+droplet-by-time-alone", all_tasks, args.post_trials, dict(shared, transfer=False))],
         }
         selections = [selection for order in args.post_orders for selection in orders[order]]
         for method, indices, cap, options in selections:
@@ -263,7 +265,12 @@ class Network:
             post_run.notes = (
                 f"post-optimized tasks {[index + 1 for index, _ in searched]} of {len(self.tasks)} "
                 f"({share:.0%} of the N network's kernel time): "
-                + ", ".join(f"{result.speedup:.2f}x ({result.trials})" for _, result in searched)
+                + ", ".join(
+                    f"{result.speedup:.2f}x ({result.trials}"
+                    + (f", {result.transferred} taken over" if result.transferred else "")
+                    + ")"
+                    for _, result in searched
+                )
             )
             post_compiled = self.compile(post_dir)
             post_clock.checkpoint(count_lines(post_dir / RECORDS), post_compiled)

@@ -44,7 +44,9 @@ Methods (``--schedulers``):
   ``max_trials_global``, in the library's order (``ms-N+droplet-by-time``);
   ``headroom``, the same budget spent one task at a time, the largest
   weighted time minus the time at the best task's GFLOPS first
-  (``ms-N+droplet-by-headroom``); ``--global-budgets`` adds the library's order
+  (``ms-N+droplet-by-headroom``); ``time-alone``, the library's order without
+  other workloads' schedules taken over (``ms-N+droplet-by-time-alone``);
+  ``--global-budgets`` adds the library's order
   with other totals (``ms-N+droplet-by-time-B``); the same tuning continued to
   5N (``ms-5N``), unless ``--skip-5n``.
 """
@@ -210,7 +212,9 @@ def parse_args(line: str) -> argparse.Namespace:
         help="MetaSchedule: the task orders of post-optimization to run (comma-separated): "
         "flops (the --tasks heaviest by FLOPs, ms-N+droplet), time (the library's order, "
         "ms-N+droplet-by-time), headroom (weighted time minus the time at the best task's GFLOPS, "
-        "ms-N+droplet-by-headroom); the last two with the budget --tasks x --post-trials",
+        "ms-N+droplet-by-headroom), time-alone (the library's order without other workloads' "
+        "schedules taken over, ms-N+droplet-by-time-alone); all but flops with the budget "
+        "--tasks x --post-trials",
     )
     parser.add_argument(
         "--global-budgets", default="",
@@ -259,8 +263,9 @@ def parse_args(line: str) -> argparse.Namespace:
     except ValueError:
         raise SystemExit("--shared-caps and --global-budgets take comma-separated trial counts")
     args.post_orders = [order for order in args.post_orders.split(",") if order]
-    if not args.post_orders or set(args.post_orders) - {"flops", "time", "headroom"}:
-        raise SystemExit(f"--post-orders takes flops, time and headroom, got {','.join(args.post_orders)!r}")
+    orders = {"flops", "time", "headroom", "time-alone"}
+    if not args.post_orders or set(args.post_orders) - orders:
+        raise SystemExit(f"--post-orders takes {', '.join(sorted(orders))}, got {','.join(args.post_orders)!r}")
     budgets = (args.tasks, args.trials, args.explore, args.exploit, args.ms_trials, args.post_trials)
     budgets += tuple(args.shared_caps) + tuple(args.global_budgets)
     if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1:
