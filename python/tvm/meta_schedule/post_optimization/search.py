@@ -37,7 +37,8 @@ logger = get_logger(__name__)  # pylint: disable=invalid-name
 
 TRANSFER_SAMPLE = 8
 """How many schedules of other workloads, at most, are taken over and measured with the start
-(and at most a quarter of a workload's budget); see :meth:`WorkloadSearch.run`."""
+(and at most a quarter of a workload's budget); see ``transfer`` of
+:func:`~.post_optimizer.post_optimize`."""
 
 
 class _WorkloadLogger(logging.LoggerAdapter):
@@ -259,8 +260,13 @@ class WorkloadSearch:
             for record in records:
                 point = self.space.point_like(record.trace)
                 if point is not None and self._schedule(point) is not None:
-                    # Measured already (a repeated call), or the centre: taken over before.
-                    if point != self.search.centre and self.search.costs(point) is None:
+                    # Not the centre, a point another workload gave, or a point measured
+                    # before (a repeated call takes over nothing twice).
+                    if (
+                        point != self.search.centre
+                        and point not in points
+                        and self.search.costs(point) is None
+                    ):
                         points.append(point)
                     break
             if len(points) == limit:
