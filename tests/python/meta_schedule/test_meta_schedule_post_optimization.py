@@ -424,15 +424,17 @@ def test_other_workloads_fastest_schedule_starts(builder):
 
     The 128 matmul has two records, the 64 matmul its start; searching the 64
     matmul measures its start again and, in the same batch, the 128 matmul's
-    faster record's decisions in the 64 matmul's space.  Not without transfer,
-    and not twice when the search runs again.
+    faster record's decisions in the 64 matmul's space.  Not without transfer;
+    a second call measures nothing twice (it may take the 128 matmul's record
+    over again into a new point: the coordinates it does not take keep the new
+    best record's values).
     """
     small = SIZE // 2
     context, start, space = sampled_schedule(small, rand_state=3)
     _, fast, _ = sampled_schedule(SIZE, rand_state=5)
     _, slow, _ = sampled_schedule(SIZE, rand_state=7)
     taken = space.point_like(fast.trace)
-    assert sum(a != b for a, b in zip(taken, space.start)) > 1, "not a radius-1 neighbour"
+    assert sum(a != b for a, b in zip(taken, space.start)) > 2, "not a walk's first move"
     assert space.point_like(slow.trace) != taken
 
     def searched(transfer):
@@ -455,7 +457,7 @@ def test_other_workloads_fastest_schedule_starts(builder):
     assert alone.transferred == 0 and taken not in alone_points
     before = {str(record.trace) for record in database.get_all_tuning_records()}
     (again,) = post_optimize(database, 2, tasks=[context], builder=builder, runner=runner())
-    assert again.transferred == 0, "measured in the first call: a record of the workload"
+    assert again.transferred <= 1
     later = database.get_all_tuning_records()[6:]
     assert len(later) == again.measured == 2, "the best record again, and one new program"
     assert str(later[0].trace) in before and str(later[1].trace) not in before
