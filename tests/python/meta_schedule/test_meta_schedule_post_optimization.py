@@ -324,75 +324,14 @@ def test_resume_measures_the_best_record_again(tuned, builder):
     )
     neighbour = next(schedule for schedule in neighbours if schedule is not None)
     database = ms.database.MemoryDatabase()
-    workload = database.commit_workload(matmul())
     start = space.schedule(space.start)
     for schedule, secs in [(start, 1e-3), (start, 4e-3), (neighbour, 2e-3)]:
-        database.commit_tuning_record(
-            ms.database.TuningRecord(
-                schedule.trace,
-                workload,
-                [secs] * 3,
-                TARGET,
-                ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
-            )
-        )
+        commit(database, SIZE, schedule, secs)
     (result,) = post_optimize(database, 1, tasks=[context], builder=builder, runner=runner())
     assert result.reused == 3 and result.measured == 1
     measured = database.get_all_tuning_records()[3]
     assert str(measured.trace) == str(start.trace), "the best record, measured again"
     assert result.before == pytest.approx(mean_secs(measured))
-
-
-def start_schedule(size: int):
-    """The task of a ``size`` matmul and a postprocessed schedule of its design space."""
-    context = ms.TuneContext(
-        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=7
-    )
-    postprocs = context.space_generator.postprocs
-    space = TraceSpace(context.generate_design_space()[0].trace, matmul(size), postprocs)
-    return context, space.schedule(space.start)
-
-
-@tvm.testing.requires_llvm
-def test_shared_budget_goes_to_the_largest_share(builder):
-    """With task weights and a global budget, the weighted slowest workload is searched first.
-
-    Both workloads' records say 100 us; the second task runs four times per
-    model run, so it is searched first, with its own budget of 2; the first
-    gets what is left of the global budget: 1 of 3, none of 2.
-    """
-    sizes = (SIZE, SIZE // 2)
-    starts = [start_schedule(size) for size in sizes]
-    tasks = [context for context, _ in starts]
-    for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
-        database = ms.database.MemoryDatabase()
-        for size, (_, schedule) in zip(sizes, starts):
-            database.commit_tuning_record(
-                ms.database.TuningRecord(
-                    schedule.trace,
-                    database.commit_workload(matmul(size)),
-                    [1e-4] * 3,
-                    TARGET,
-                    ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
-                )
-            )
-        results = post_optimize(
-            database,
-            2,
-            tasks=tasks,
-            task_weights=[1, 4],
-            max_trials_global=max_trials_global,
-            builder=builder,
-            runner=runner(),
-        )
-        assert [result.measured for result in results] == measured
-        committed = database.get_all_tuning_records()[2:]
-        order = [sizes[1]] * 2 + [sizes[0]] * measured[0]
-        assert len(committed) == len(order), "each start again first, then a new program"
-        for record, size in zip(committed, order):
-            assert structural_equal(record.workload.mod, matmul(size))
-    assert "max_trials_global" in results[0].stop_reason
-    assert results[0].after == results[0].before == pytest.approx(1e-4)
 
 
 def sampled_schedule(size: int, rand_state: int):
@@ -416,6 +355,40 @@ def commit(database, size, schedule, secs):
             ms.arg_info.ArgInfo.from_entry_func(schedule.mod, remove_preproc=True),
         )
     )
+
+
+@tvm.testing.requires_llvm
+def test_shared_budget_goes_to_the_largest_share(builder):
+    """With task weights and a global budget, the weighted slowest workload is searched first.
+
+    Both workloads' records say 100 us; the second task runs four times per
+    model run, so it is searched first, with its own budget of 2; the first
+    gets what is left of the global budget: 1 of 3, none of 2.
+    """
+    sizes = (SIZE, SIZE // 2)
+    starts = [sampled_schedule(size, rand_state=7) for size in sizes]
+    tasks = [context for context, _, _ in starts]
+    for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
+        database = ms.database.MemoryDatabase()
+        for size, (_, schedule, _) in zip(sizes, starts):
+            commit(database, size, schedule, 1e-4)
+        results = post_optimize(
+            database,
+            2,
+            tasks=tasks,
+            task_weights=[1, 4],
+            max_trials_global=max_trials_global,
+            builder=builder,
+            runner=runner(),
+        )
+        assert [result.measured for result in results] == measured
+        committed = database.get_all_tuning_records()[2:]
+        order = [sizes[1]] * 2 + [sizes[0]] * measured[0]
+        assert len(committed) == len(order), "each start again first, then a new program"
+        for record, size in zip(committed, order):
+            assert structural_equal(record.workload.mod, matmul(size))
+    assert "max_trials_global" in results[0].stop_reason
+    assert results[0].after == results[0].before == pytest.approx(1e-4)
 
 
 @tvm.testing.requires_llvm

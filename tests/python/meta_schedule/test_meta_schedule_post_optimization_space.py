@@ -37,13 +37,13 @@ def matmul(size: int = SIZE) -> tvm.IRModule:
     return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
-def design_space():
-    """A trace of MetaSchedule's design space of the matmul (sampled decisions), and its space."""
+def sampled_space(size: int, rand_state: int):
+    """A sampled design-space trace of a ``size`` matmul, and its space."""
     context = ms.TuneContext(
-        mod=matmul(), target=TARGET, space_generator="post-order-apply", rand_state=7
+        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=rand_state
     )
     trace = context.generate_design_space()[0].trace
-    return trace, TraceSpace(trace, matmul(), context.space_generator.postprocs)
+    return trace, TraceSpace(trace, matmul(size), context.space_generator.postprocs)
 
 
 def tile_extents(space):
@@ -75,7 +75,7 @@ def test_annotation_ladder_keeps_the_value(value, expected):
 @tvm.testing.requires_llvm
 def test_space_candidates_replay_without_repair():
     """Every valid point replays with exactly its decisions; tiles are perfect."""
-    _, space = design_space()
+    _, space = sampled_space(SIZE, rand_state=7)
     kinds = {dimension.kind for dimension in space.dimensions}
     assert {"SamplePerfectTile", "SampleCategorical", "Annotate"} <= kinds
     extents = tile_extents(space)
@@ -116,7 +116,7 @@ def test_space_candidates_replay_without_repair():
 @tvm.testing.requires_llvm
 def test_record_is_the_start_point():
     """The record is the start and other traces are no points."""
-    trace, space = design_space()
+    trace, space = sampled_space(SIZE, rand_state=7)
     assert space.point_of(trace) == tuple(space.start)
     assert len(space.dims) == len(space.start) and all(size >= 1 for size in space.dims)
     # A tiling whose factors do not divide the extent is no point of the space.
@@ -131,15 +131,6 @@ def test_record_is_the_start_point():
     for index in imperfect:
         point = tuple(index if a == axis else s for a, s in enumerate(space.start))
         assert space.schedule(point) is None and space.trace_of(point) is None
-
-
-def sampled_space(size: int, rand_state: int):
-    """A sampled design-space trace of a ``size`` matmul, and its space."""
-    context = ms.TuneContext(
-        mod=matmul(size), target=TARGET, space_generator="post-order-apply", rand_state=rand_state
-    )
-    trace = context.generate_design_space()[0].trace
-    return trace, TraceSpace(trace, matmul(size), context.space_generator.postprocs)
 
 
 def tiles_and_choices(space, point):

@@ -26,7 +26,7 @@ Nothing is ever removed or rewritten: records are only appended through
 ``commit_tuning_record``.
 """
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import List, Optional, Sequence
 
 from tvm.contrib.droplet_search.journal import check_json_lines
 from tvm.target import Target
@@ -35,8 +35,8 @@ from tvm.tir.schedule import Schedule
 from ..arg_info import ArgInfo
 from ..database import Database, TuningRecord, Workload
 from ..logging import get_logger
-from .programs import structural_equal, structural_hash
-from .workloads import FAILED_RUN_SECS, mean_run_secs, same_target
+from .programs import structural_equal
+from .workloads import FAILED_RUN_SECS, mean_run_secs, records_by_workload, same_target
 
 logger = get_logger(__name__)  # pylint: disable=invalid-name
 
@@ -81,32 +81,18 @@ class Journal:
             One list per other workload, in the database's order of workloads,
             its records fastest first.
         """
-        buckets: Dict[int, List[Tuple[Workload, List[TuningRecord]]]] = {}
-        related: List[List[TuningRecord]] = []
-        for record in self.database.get_all_tuning_records():
-            if (
-                record.target is None
-                or mean_run_secs(record) is None
-                or not same_target(record.target, self.target)
-            ):
-                continue
-            bucket = buckets.setdefault(int(structural_hash(record.workload.mod)), [])
-            for workload, records in bucket:
-                if _same_workload(workload, record.workload):
-                    records.append(record)
-                    break
-            else:
-                bucket.append((record.workload, [record]))
-                related.append(bucket[-1][1])
-        mine = next(
-            (
-                records
-                for workload, records in buckets.get(int(structural_hash(self.workload.mod)), [])
-                if _same_workload(workload, self.workload)
-            ),
-            None,
+        successes = (
+            record
+            for record in self.database.get_all_tuning_records()
+            if record.target is not None
+            and mean_run_secs(record) is not None
+            and same_target(record.target, self.target)
         )
-        return [sorted(records, key=mean_run_secs) for records in related if records is not mine]
+        return [
+            sorted(records, key=mean_run_secs)
+            for workload, records in records_by_workload(successes)
+            if not _same_workload(workload, self.workload)
+        ]
 
     def commit(self, schedule: Schedule, run_secs: Optional[Sequence]) -> TuningRecord:
         """Append the measurement of ``schedule`` to the database.

@@ -156,6 +156,16 @@ def trace_key(trace: Trace) -> str:
     return "\n".join(str(line) for line in trace.as_python(remove_postproc=True))
 
 
+def _instructions(trace: Trace) -> List[Instruction]:
+    """The instructions of a trace before its postprocessing part."""
+    instructions = []
+    for inst in trace.insts:
+        if inst.kind.name == ENTER_POSTPROC:
+            break
+        instructions.append(inst)
+    return instructions
+
+
 def _decision_value(decision):
     """A sampling decision as plain Python: a tuple of ints (tile) or an int."""
     if isinstance(decision, (list, tuple)) or hasattr(decision, "__len__"):
@@ -179,11 +189,7 @@ class TraceSpace:
     def __init__(self, trace: Trace, mod: IRModule, postprocs: Sequence[Postproc]):
         self.mod = mod
         self.postprocs = list(postprocs)
-        self.instructions: List[Instruction] = []
-        for inst in trace.insts:
-            if inst.kind.name == ENTER_POSTPROC:
-                break
-            self.instructions.append(inst)
+        self.instructions: List[Instruction] = _instructions(trace)
         self.decisions: Dict[int, object] = {}
         for index, inst in enumerate(self.instructions):
             decision = trace.get_decision(inst)
@@ -293,11 +299,7 @@ class TraceSpace:
             The point of the space whose trace renders as ``trace`` does; None
             when the trace has another structure or takes a value no dimension has.
         """
-        instructions = []
-        for inst in trace.insts:
-            if inst.kind.name == ENTER_POSTPROC:
-                break
-            instructions.append(inst)
+        instructions = _instructions(trace)
         if len(instructions) != len(self.instructions):
             return None
         point = []
@@ -348,11 +350,7 @@ class TraceSpace:
             None when the trace's instructions (up to its postprocessing) are not
             this space's, kind by kind.
         """
-        instructions = []
-        for inst in trace.insts:
-            if inst.kind.name == ENTER_POSTPROC:
-                break
-            instructions.append(inst)
+        instructions = _instructions(trace)
         if len(instructions) != len(self.instructions) or any(
             theirs.kind.name != ours.kind.name
             for theirs, ours in zip(instructions, self.instructions)
@@ -378,23 +376,16 @@ class TraceSpace:
                     point[axis] = value
             elif len(value) == len(self.decisions[dimension.instruction]):
                 tiles.setdefault(dimension.instruction, []).append((axis, value[dimension.level]))
-        for position, factors in tiles.items():
-            extent = 1
-            for factor in self.decisions[position]:
-                extent *= factor
-            inner = 1
-            for _, factor in factors:
-                inner *= factor
-            max_innermost_factor = _as_int(self.instructions[position].attrs[1])
-            innermost = factors[-1][1]
-            if (
-                extent % inner != 0
-                or 0 < max_innermost_factor < innermost
-                or any(factor not in self.dimensions[axis].values for axis, factor in factors)
-            ):
+        # Each tile is taken over whole, when it is a perfect tiling here (the start's
+        # tiles are, so decisions_of judges the tile being taken over).
+        for factors in tiles.values():
+            if any(factor not in self.dimensions[axis].values for axis, factor in factors):
                 continue
+            trial = list(point)
             for axis, factor in factors:
-                point[axis] = self.dimensions[axis].values.index(factor)
+                trial[axis] = self.dimensions[axis].values.index(factor)
+            if self.decisions_of(trial) is not None:
+                point = trial
         return tuple(point)
 
     def trace_of(self, point: Sequence[int]) -> Optional[Trace]:

@@ -20,7 +20,7 @@ import json
 import math
 import numbers
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Union
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
 from tvm.ir import IRModule
 from tvm.target import Target
@@ -139,17 +139,28 @@ def _postprocs_for(mod: IRModule, target: Target, name: str) -> List[Postproc]:
     return list(context.space_generator.postprocs)
 
 
+def records_by_workload(
+    records: Iterable[TuningRecord],
+) -> List[Tuple[Workload, List[TuningRecord]]]:
+    """Tuning records grouped by workload (structurally equal modules), in the order the
+    records first name each workload; each group's records in their own order."""
+    buckets: Dict[int, List[Tuple[Workload, List[TuningRecord]]]] = {}
+    groups: List[Tuple[Workload, List[TuningRecord]]] = []
+    for record in records:
+        bucket = buckets.setdefault(structural_hash(record.workload.mod), [])
+        for workload, members in bucket:
+            if structural_equal(workload.mod, record.workload.mod):
+                members.append(record)
+                break
+        else:
+            bucket.append((record.workload, [record]))
+            groups.append(bucket[-1])
+    return groups
+
+
 def _database_workloads(database: Database) -> List[Workload]:
     """The distinct workloads of the database's tuning records, in record order."""
-    buckets: Dict[int, List[Workload]] = {}
-    workloads = []
-    for record in database.get_all_tuning_records():
-        bucket = buckets.setdefault(structural_hash(record.workload.mod), [])
-        if any(structural_equal(seen.mod, record.workload.mod) for seen in bucket):
-            continue
-        bucket.append(record.workload)
-        workloads.append(record.workload)
-    return workloads
+    return [workload for workload, _ in records_by_workload(database.get_all_tuning_records())]
 
 
 def _database_jobs(database: Database, target: Optional[Target]) -> List[PostOptimizationJob]:
