@@ -393,14 +393,15 @@ def test_shared_budget_goes_to_the_largest_share(builder):
 
 @tvm.testing.requires_llvm
 def test_other_workloads_fastest_schedule_starts(builder):
-    """The search measures, with its start, the other workload's fastest schedule taken over.
+    """The search measures, with its start, the other workload's fastest schedules taken over.
 
     The 128 matmul has two records, the 64 matmul its start; searching the 64
     matmul measures its start again and, in the same batch, the 128 matmul's
-    faster record's decisions in the 64 matmul's space.  Not without transfer;
-    a second call measures nothing twice (it may take the 128 matmul's record
-    over again into a new point: the coordinates it does not take keep the new
-    best record's values).
+    faster record's decisions in the 64 matmul's space (with a budget of 3, a
+    quarter of it is one schedule; with 8, both records, the faster first).
+    Not without transfer; a second call measures nothing twice (it may take the
+    128 matmul's record over again into a new point: the coordinates it does not
+    take keep the new best record's values).
     """
     small = SIZE // 2
     context, start, space = sampled_schedule(small, rand_state=3)
@@ -408,20 +409,24 @@ def test_other_workloads_fastest_schedule_starts(builder):
     _, slow, _ = sampled_schedule(SIZE, rand_state=7)
     taken = space.point_like(fast.trace)
     assert sum(a != b for a, b in zip(taken, space.start)) > 2, "not a walk's first move"
-    assert space.point_like(slow.trace) != taken
+    second = space.point_like(slow.trace)
+    assert second not in (taken, space.start) and space.schedule(second) is not None
 
-    def searched(transfer):
+    def searched(transfer, budget=3):
         database = ms.database.MemoryDatabase()
         commit(database, SIZE, slow, 2e-4)
         commit(database, SIZE, fast, 1e-4)
         commit(database, small, start, 1e-4)
         (result,) = post_optimize(
-            database, 3, tasks=[context], builder=builder, runner=runner(), transfer=transfer
+            database, budget, tasks=[context], builder=builder, runner=runner(), transfer=transfer
         )
         committed = database.get_all_tuning_records()[3:]
-        assert len(committed) == result.measured == 3
+        assert len(committed) == result.measured == budget
         return database, result, [space.point_of(record.trace) for record in committed]
 
+    _, both, both_points = searched(transfer=True, budget=8)
+    assert both.transferred == 2
+    assert both_points[:3] == [space.start, taken, second], "its two fastest, the faster first"
     database, result, points = searched(transfer=True)
     assert result.transferred == 1
     assert points[:2] == [space.start, taken], "the start again, with the other's fastest"

@@ -192,11 +192,12 @@ def post_optimize(
         The budget of all workloads together; unbounded (``trials`` per
         workload) when omitted.
     transfer : bool
-        Whether each search also measures, with the start, the fastest
-        schedules of the database's other workloads (a network's other tasks)
-        whose traces have the same instructions, their decisions taken over
-        where this workload's loops allow them: at most 8, and at most a quarter
-        of ``trials``.  Those of the workloads searched before it are read after
+        Whether each search also measures, with the start, the two fastest
+        schedules of each of the database's other workloads (a network's other
+        tasks) whose traces have the same instructions, their decisions taken
+        over where this workload's loops allow them: every workload's fastest
+        before any second, at most 8 in all, and at most a quarter of
+        ``trials``.  Those of the workloads searched before it are read after
         their search.
 
     Returns

@@ -40,6 +40,9 @@ TRANSFER_SAMPLE = 8
 (and at most a quarter of a workload's budget); see ``transfer`` of
 :func:`~.post_optimizer.post_optimize`."""
 
+TRANSFER_PER_WORKLOAD = 2
+"""How many of each other workload's fastest schedules are taken over, at most."""
+
 
 class _WorkloadLogger(logging.LoggerAdapter):
     """Prefixes the search's messages with the workload's name."""
@@ -249,28 +252,36 @@ class WorkloadSearch:
 
         A network's workloads of the same kind (convolutions of other sizes) are
         tuned by the same rules into traces with the same instructions; the
-        fastest record of each such workload whose decisions this space can take
-        over (:meth:`~.trace_space.TraceSpace.point_like`) into a valid point
-        is measured in the first round, unless measured before, and the search
+        ``TRANSFER_PER_WORKLOAD`` fastest records of each such workload whose
+        decisions this space can take over (:meth:`~.trace_space.TraceSpace.point_like`)
+        into a valid point are measured in the first round (every workload's
+        fastest before any second fastest), unless measured before, and the search
         starts from the fastest of them that beats the start (as from a sample).
         """
         limit = min(TRANSFER_SAMPLE, max(1, self.search.budget // 4))
-        points: List[Point] = []
+        taken_over: List[List[Point]] = []  # per other workload, fastest first
         for records in self.journal.related():
+            valid: List[Point] = []
             for record in records:
                 point = self.space.point_like(record.trace)
                 if point is not None and self._schedule(point) is not None:
-                    # Not the centre, a point another workload gave, or a point measured
-                    # before (a repeated call takes over nothing twice).
-                    if (
-                        point != self.search.centre
-                        and point not in points
-                        and self.search.costs(point) is None
-                    ):
-                        points.append(point)
-                    break
-            if len(points) == limit:
-                break
+                    valid.append(point)
+                    if len(valid) == TRANSFER_PER_WORKLOAD:
+                        break
+            taken_over.append(valid)
+        points: List[Point] = []
+        for rank in range(TRANSFER_PER_WORKLOAD):
+            for valid in taken_over:
+                # Not the centre, a point another record gave, or a point measured
+                # before (a repeated call takes over nothing twice).
+                if (
+                    rank < len(valid)
+                    and len(points) < limit
+                    and valid[rank] != self.search.centre
+                    and valid[rank] not in points
+                    and self.search.costs(valid[rank]) is None
+                ):
+                    points.append(valid[rank])
         self.transferred = len(self.search.add_sample(points))
         if self.transferred:
             logger.info(
