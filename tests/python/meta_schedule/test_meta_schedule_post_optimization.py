@@ -305,17 +305,16 @@ def test_post_optimize_improves_a_poor_record(tuned, builder):
 
 
 @tvm.testing.requires_llvm
-def test_resume_measures_the_best_record_again(tuned, builder):
+def test_resume_measures_the_best_record_again(builder):
     """The best record's program is the first measured, though its pooled records are slow.
 
     The start was measured twice in earlier runs, once fast and once slow; a
     neighbour once, between the two.  The search starts from the best record and
-    measures it again before comparing it with anything.
+    measures it again before comparing it with anything.  (A sampled schedule of
+    a fixed seed: a tuned best record may compute a wrong result on some builds,
+    and a wrong start is recorded as a failure.)
     """
-    _, tuned_database, _ = tuned
-    record = best_record(tuned_database, matmul())
-    context = ms.TuneContext(mod=matmul(), target=TARGET, space_generator="post-order-apply")
-    space = TraceSpace(record.trace, matmul(), context.space_generator.postprocs)
+    context, _, space = sampled_schedule(SIZE, rand_state=5)
     neighbours = (
         space.schedule(space.start[:axis] + (index,) + space.start[axis + 1 :])
         for axis, size in enumerate(space.dims)
