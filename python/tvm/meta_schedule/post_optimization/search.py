@@ -17,7 +17,7 @@
 """The Droplet Search of one workload: trace-space points in, committed records out."""
 
 import logging
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, mean
 from tvm.tir.schedule import Schedule
@@ -259,29 +259,23 @@ class WorkloadSearch:
         starts from the fastest of them that beats the start (as from a sample).
         """
         limit = min(TRANSFER_SAMPLE, max(1, self.search.budget // 4))
-        taken_over: List[List[Point]] = []  # per other workload, fastest first
-        for records in self.journal.related():
-            valid: List[Point] = []
-            for record in records:
-                point = self.space.point_like(record.trace)
-                if point is not None and self._schedule(point) is not None:
-                    valid.append(point)
-                    if len(valid) == TRANSFER_PER_WORKLOAD:
-                        break
-            taken_over.append(valid)
+        # Per other workload, its valid points fastest first, replayed only when asked for.
+        taken_over = [self._taken_over(records) for records in self.journal.related()]
         points: List[Point] = []
-        for rank in range(TRANSFER_PER_WORKLOAD):
-            for valid in taken_over:
+        for _ in range(TRANSFER_PER_WORKLOAD):
+            for workload_points in taken_over:
+                if len(points) == limit:
+                    break
+                point = next(workload_points, None)
                 # Not the centre, a point another record gave, or a point measured
                 # before (a repeated call takes over nothing twice).
                 if (
-                    rank < len(valid)
-                    and len(points) < limit
-                    and valid[rank] != self.search.centre
-                    and valid[rank] not in points
-                    and self.search.costs(valid[rank]) is None
+                    point is not None
+                    and point != self.search.centre
+                    and point not in points
+                    and self.search.costs(point) is None
                 ):
-                    points.append(valid[rank])
+                    points.append(point)
         self.transferred = len(self.search.add_sample(points))
         if self.transferred:
             logger.info(
@@ -289,6 +283,13 @@ class WorkloadSearch:
                 self.job.name,
                 self.transferred,
             )
+
+    def _taken_over(self, records: Sequence[TuningRecord]) -> Iterator[Point]:
+        """The valid points that ``records`` (another workload's) take over, in their order."""
+        for record in records:
+            point = self.space.point_like(record.trace)
+            if point is not None and self._schedule(point) is not None:
+                yield point
 
     @property
     def stop_reason(self) -> str:
