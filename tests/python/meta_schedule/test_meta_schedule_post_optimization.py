@@ -314,7 +314,7 @@ def test_resume_measures_the_best_record_again(builder):
     a fixed seed: a tuned best record may compute a wrong result on some builds,
     and a wrong start is recorded as a failure.)
     """
-    context, _, space = sampled_schedule(SIZE, rand_state=5)
+    context, start, space = sampled_schedule(SIZE, rand_state=5)
     neighbours = (
         space.schedule(space.start[:axis] + (index,) + space.start[axis + 1 :])
         for axis, size in enumerate(space.dims)
@@ -323,7 +323,6 @@ def test_resume_measures_the_best_record_again(builder):
     )
     neighbour = next(schedule for schedule in neighbours if schedule is not None)
     database = ms.database.MemoryDatabase()
-    start = space.schedule(space.start)
     for schedule, secs in [(start, 1e-3), (start, 4e-3), (neighbour, 2e-3)]:
         commit(database, SIZE, schedule, secs)
     (result,) = post_optimize(database, 1, tasks=[context], builder=builder, runner=runner())
