@@ -232,6 +232,26 @@ class Network:
         droplet_clock.checkpoint(count_lines(droplet_log), droplet_compiled)
         yield exploited, droplet_compiled
 
+        for total, cap in args.exploit_shared:
+            shared_log = self.workdir / f"ansor-droplet-{total}x{cap}.json"
+            shutil.copy(log, shared_log)
+            shared = short.branch(f"ansor-K+droplet-{total}x{cap}")
+            shared_clock = Clock(shared)
+            with shared_clock:
+                results = auto_scheduler.droplet_exploit(
+                    str(shared_log), self.target, options(shared_log, cap),
+                    exploitation_trials=cap, tasks=tasks, task_weights=counts, max_trials_global=total,
+                )
+            shared.notes = (
+                f"{total} Droplet measurements shared, at most {cap} per task, heaviest weighted cost first: "
+                + ", ".join(f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results)
+            )
+            shared_compiled = self.compile(ansor_log=shared_log)
+            shared_clock.checkpoint(count_lines(shared_log), shared_compiled)
+            yield shared, shared_compiled
+
+        if args.skip_fk:
+            return
         for _ in range(args.factor - 1):
             with clock:
                 explore(log, resume=True)

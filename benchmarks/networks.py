@@ -35,8 +35,11 @@ Methods (``--schedulers``):
 - ``autotvm`` (legacy): DropletTuner (with its own stop), XGB, GA and random,
   ``n_trial`` = ``--trials`` per task; TOPI's x86 templates.
 - ``ansor`` (legacy): TaskScheduler for K trials per task (``ansor-K``); on a
-  copy of that log ``droplet_exploit`` (``ansor-K+droplet``); the same
-  TaskScheduler continued to F x K trials per task (``ansor-FK``).
+  copy of that log ``droplet_exploit`` (``ansor-K+droplet``); with
+  ``--exploit-shared GLOBAL:CAP``, ``droplet_exploit`` with the tasks' weights
+  and ``max_trials_global`` (``ansor-K+droplet-GLOBALxCAP``); the same
+  TaskScheduler continued to F x K trials per task (``ansor-FK``), unless
+  ``--skip-fk``.
 - ``meta_schedule`` (modern): ``tune_relax`` with N trials per task
   (``ms-N``); on copies of its database, with ``--post-orders``: ``flops``,
   ``post_optimize`` of the heaviest tasks (``ms-N+droplet``); ``time``,
@@ -205,6 +208,12 @@ def parse_args(line: str) -> argparse.Namespace:
     parser.add_argument("--explore", type=int, default=16, help="Ansor: K trials per task")
     parser.add_argument("--exploit", type=int, default=32, help="Ansor: Droplet trials per task")
     parser.add_argument("--factor", type=int, default=5, help="Ansor: F (the long run has F x K per task)")
+    parser.add_argument(
+        "--exploit-shared", default="",
+        help="Ansor: also run K + Droplet with a budget shared by the tasks, heaviest weighted cost "
+        "first, for each GLOBAL:CAP (comma-separated; CAP measurements per task at most), as "
+        "ansor-K+droplet-GLOBALxCAP",
+    )
     parser.add_argument("--ms-trials", type=int, default=4, help="MetaSchedule: N trials per task")
     parser.add_argument("--post-trials", type=int, default=32, help="MetaSchedule: Droplet trials per task")
     parser.add_argument(
@@ -222,6 +231,7 @@ def parse_args(line: str) -> argparse.Namespace:
         "measurements, per-task cap --post-trials), as ms-N+droplet-by-time-B",
     )
     parser.add_argument("--skip-5n", action="store_true", help="MetaSchedule: no ms-5N (order comparisons)")
+    parser.add_argument("--skip-fk", action="store_true", help="Ansor: no ansor-FK (Droplet budget comparisons)")
     parser.add_argument(
         "--shared-caps", default="",
         help="MetaSchedule: also run ms-N+droplet-by-time with these per-task caps (comma-separated), "
@@ -262,6 +272,14 @@ def parse_args(line: str) -> argparse.Namespace:
         args.global_budgets = [int(budget) for budget in args.global_budgets.split(",") if budget]
     except ValueError:
         raise SystemExit("--shared-caps and --global-budgets take comma-separated trial counts")
+    try:
+        args.exploit_shared = [
+            tuple(int(count) for count in pair.split(":")) for pair in args.exploit_shared.split(",") if pair
+        ]
+    except ValueError:
+        raise SystemExit("--exploit-shared takes comma-separated GLOBAL:CAP measurement counts")
+    if any(len(pair) != 2 or min(pair) < 1 for pair in args.exploit_shared):
+        raise SystemExit("--exploit-shared takes comma-separated GLOBAL:CAP positive measurement counts")
     args.post_orders = [order for order in args.post_orders.split(",") if order]
     orders = {"flops", "time", "headroom", "time-alone"}
     if not args.post_orders or set(args.post_orders) - orders:

@@ -527,6 +527,41 @@ def test_exploitation_appends_what_it_measured(tmp_path, monkeypatch):
     assert not set(second[1:]) & set(appended)
 
 
+@tvm.testing.requires_llvm
+def test_shared_budget_goes_to_the_largest_share(tmp_path):
+    """With task weights and a global budget, the weighted slowest task is exploited first.
+
+    Both tasks' records say 1 ms; the second runs four times per model run, so
+    it is exploited first, with its own budget of 2; the first gets what is
+    left of the global budget: 1 of 3, none of 2.
+    """
+    tasks = [make_task(matmul_tensors(size)) for size in (128, 64)]
+    for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
+        log_file = str(tmp_path / f"shared{max_trials_global}.json")
+        for task in tasks:
+            result = auto_scheduler.MeasureResult([1e-3], 0, "", 0.0, 0.0)
+            measure_input = auto_scheduler.MeasureInput(task, tiled_matmul_state(task))
+            auto_scheduler.save_records(log_file, [measure_input], [result])
+        with open(log_file, "rb") as stream:
+            before = stream.read()
+        results = auto_scheduler.droplet_exploit(
+            log_file,
+            host_target(),
+            tuning_options(),
+            2,
+            tasks=tasks,
+            task_weights=[1, 4],
+            max_trials_global=max_trials_global,
+        )
+        assert [result.exploitation_trials for result in results] == measured
+        appended = appended_records(log_file, before)
+        order = [tasks[1].workload_key] * 2 + [tasks[0].workload_key] * measured[0]
+        assert [inp.task.workload_key for inp, _ in appended] == order
+    assert "max_trials_global" in results[0].stop_reason
+    assert results[0].after == results[0].before == pytest.approx(1e-3)
+    assert not results[0].improved
+
+
 # ----------------------------------------------------------------- bad input
 
 
@@ -654,6 +689,31 @@ def test_bad_settings_are_refused(valid_log, settings, message):
             "needs at least one task",
             lambda: auto_scheduler.explore_and_exploit([], tuning_options(), log_file, 8, 8),
         )
+
+
+def test_bad_task_weights_and_global_budget_are_refused(valid_log):
+    """Task weights must match the tasks; the global budget must be a positive count."""
+    task, log_file = valid_log
+    for arguments, message in (
+        ({"task_weights": [1]}, "task_weights were given without tasks"),
+        ({"tasks": [task], "task_weights": [1, 2]}, "2 weights for 1 tasks"),
+        ({"tasks": [task], "task_weights": [0]}, r"task_weights\[0\] must be a positive"),
+        ({"max_trials_global": 0}, "max_trials_global must be a positive"),
+    ):
+        _assert_refused(
+            log_file,
+            message,
+            lambda: auto_scheduler.droplet_exploit(
+                log_file, host_target(), tuning_options(), 8, **arguments
+            ),
+        )
+    _assert_refused(
+        log_file,
+        "max_trials_global must be a positive",
+        lambda: auto_scheduler.explore_and_exploit(
+            [task], tuning_options(log_file), log_file, 8, 8, max_trials_global=0
+        ),
+    )
 
 
 def test_task_without_records_is_refused(valid_log):

@@ -24,6 +24,7 @@ import pytest
 
 import tvm.testing
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary
+from tvm.contrib.droplet_search.budget import SharedBudget, check_task_weights, share_order
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
 
 
@@ -567,6 +568,47 @@ def test_error_summary_names_what_failed():
     assert error_summary(RuntimeError(traceback)) == "TVMError: Check failed: a == b"
     assert error_summary(RuntimeError("first\nlast")) == "last"
     assert error_summary(RuntimeError("")) == "RuntimeError"
+
+
+def test_shared_budget_goes_to_the_largest_shares_first():
+    """Tasks are searched by descending share; each gets its own budget or what is left."""
+    assert share_order([2.0, 5.0, 2.0, 9.0]) == [3, 1, 0, 2]
+    shared = SharedBudget(10)
+    grants = []
+    for measured_of_grant in (lambda grant: grant, lambda grant: grant - 3, lambda grant: grant):
+        grant = shared.grant(4)
+        grants.append(grant)
+        shared.spend(measured_of_grant(grant))
+    # 4 spent, then a search that converged after 1 of its 4, then 4 of the 5 left.
+    assert grants == [4, 4, 4] and shared.remaining == 1 and not shared.spent
+    assert shared.grant(4) == 1
+    shared.spend(1)
+    assert shared.spent and shared.grant(4) == 0
+    unbounded = SharedBudget(None)
+    unbounded.spend(1000)
+    assert unbounded.grant(4) == 4 and not unbounded.spent
+
+
+@pytest.mark.parametrize(
+    "weights, message",
+    [
+        ([1, 2, 3], "3 weights for 2 tasks"),
+        ([1, 0], r"task_weights\[1\] must be a positive"),
+        ([float("inf"), 1], r"task_weights\[0\] must be a positive"),
+        ([True, 1], r"task_weights\[0\] must be a positive"),
+    ],
+)
+def test_task_weights_are_checked(weights, message):
+    with pytest.raises(ValueError, match=message):
+        check_task_weights(weights, 2)
+    assert check_task_weights(None, 2) is None
+    assert check_task_weights((1, 4), 2) == [1.0, 4.0]
+
+
+@pytest.mark.parametrize("budget", [0, -1, 2.5, True, "8"])
+def test_global_budget_must_be_a_count(budget):
+    with pytest.raises(ValueError, match="max_trials_global must be a positive"):
+        SharedBudget(budget)
 
 
 if __name__ == "__main__":

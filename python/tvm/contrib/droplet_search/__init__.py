@@ -26,7 +26,9 @@ scheduler's search space maps points to its configurations or schedules.
 
 :class:`BatchDriver` runs the measurement loop around one callback that builds,
 runs, checks and records a batch of points; :class:`DropletResult` reports it.
+:class:`SharedBudget` spends one budget over a model's tasks, heaviest first.
 """
+from .budget import SharedBudget, check_task_weights, share_order
 from .driver import BatchDriver
 from .neighbourhood import Point
 from .report import DropletResult, error_summary

@@ -32,7 +32,14 @@ import numbers
 from dataclasses import dataclass
 from typing import List, Optional, Sequence, Union
 
-from tvm.contrib.droplet_search import DropletResult, is_count, mean
+from tvm.contrib.droplet_search import (
+    DropletResult,
+    SharedBudget,
+    is_count,
+    mean,
+    share_order,
+)
+from tvm.contrib.droplet_search.budget import NOT_REACHED
 from tvm.ir import IRModule
 from tvm.target import Target
 
@@ -219,11 +226,7 @@ def post_optimize(
         raise ValueError(
             f"post-optimization needs a positive number of trials per workload, got {trials!r}"
         )
-    if max_trials_global is not None and not is_count(max_trials_global):
-        raise ValueError(
-            "max_trials_global must be a positive number of trials for all workloads, "
-            f"got {max_trials_global!r}"
-        )
+    shared = SharedBudget(max_trials_global)
     if batch_size is not None and not is_count(batch_size):
         raise ValueError(f"batch_size must be a positive number of programs, got {batch_size!r}")
     if isinstance(pvalue, bool) or not isinstance(pvalue, numbers.Real) or not 0 < pvalue <= 1:
@@ -252,12 +255,10 @@ def post_optimize(
             logger.warning("Post-optimization skips %s: %s", job.name, error)
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
-    total = sum(search.job.share_secs for search in searches)
-    remaining = max_trials_global
+    shares = [search.job.share_secs for search in searches]
+    total = sum(shares)
     results = {}
-    for position in sorted(
-        range(len(searches)), key=lambda position: -searches[position].job.share_secs
-    ):
+    for position in share_order(shares):
         search = searches[position]
         logger.info(
             "Post-optimization of %s: %.1f%% of the model's run time (%.4g us x weight %g)",
@@ -266,12 +267,11 @@ def post_optimize(
             mean_run_secs(search.job.record) * 1e6,
             search.job.weight,
         )
-        if remaining == 0:
-            results[position] = _not_searched(search, "max_trials_global was spent before its turn")
+        if shared.spent:
+            results[position] = _not_searched(search, NOT_REACHED)
             continue
-        results[position] = _post_optimize_one(search, builder, runner, remaining)
-        if remaining is not None:
-            remaining -= results[position].measured
+        results[position] = _post_optimize_one(search, builder, runner, shared.grant(int(trials)))
+        shared.spend(results[position].measured)
     return [results[position] for position in range(len(searches))]
 
 
@@ -291,10 +291,10 @@ def _not_searched(search: WorkloadSearch, reason: str) -> PostOptimizationResult
 
 
 def _post_optimize_one(
-    search: WorkloadSearch, builder: Builder, runner: Runner, budget: Optional[int]
+    search: WorkloadSearch, builder: Builder, runner: Runner, budget: int
 ) -> PostOptimizationResult:
-    """Run one workload's search, within ``budget`` measurements when given; its
-    measurements are committed as it goes."""
+    """Run one workload's search, within ``budget`` measurements; its measurements
+    are committed as it goes."""
     job = search.job
     logged = mean_run_secs(job.record)
     search.run(builder, runner, budget)

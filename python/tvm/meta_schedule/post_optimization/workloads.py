@@ -18,10 +18,10 @@
 
 import json
 import math
-import numbers
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
+from tvm.contrib.droplet_search import check_task_weights as check_weights
 from tvm.ir import IRModule
 from tvm.target import Target
 
@@ -252,26 +252,9 @@ def check_task_weights(
         When weights are given without tasks, for another number of tasks, or
         are not positive finite numbers.
     """
-    if task_weights is None:
-        return None
-    if tasks is None:
+    if task_weights is not None and tasks is None:
         raise ValueError("task_weights were given without tasks: pass the tasks they weigh")
-    weights = list(task_weights)
-    if len(weights) != len(tasks):
-        raise ValueError(
-            f"task_weights has {len(weights)} weights for {len(tasks)} tasks: give one per task"
-        )
-    for position, weight in enumerate(weights):
-        if (
-            isinstance(weight, bool)
-            or not isinstance(weight, numbers.Real)
-            or not math.isfinite(weight)
-            or weight <= 0
-        ):
-            raise ValueError(
-                f"task_weights[{position}] must be a positive number of runs, got {weight!r}"
-            )
-    return [float(weight) for weight in weights]
+    return check_weights(task_weights, 0 if tasks is None else len(tasks))
 
 
 def collect_jobs(

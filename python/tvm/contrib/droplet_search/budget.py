@@ -1,0 +1,134 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""One budget of measurements shared by the tasks of a model, heaviest first.
+
+A model's tasks do not weigh the same: a task whose kernel takes a third of
+the model's run time gains the model more from a faster kernel than one that
+takes a hundredth.  The integrations search the tasks one after another in
+descending order of their *share*, the run time of the task's best program
+times its weight (how many times a run of the model runs it), and spend one
+budget of measurements for all of them: each task at most its own budget, and
+a task whose turn comes after the shared budget is spent is not searched.
+"""
+import math
+import numbers
+from typing import List, Optional, Sequence
+
+from .search import is_count
+
+NOT_REACHED = "max_trials_global was spent before its turn"
+"""The stop reason of a task the shared budget did not reach."""
+
+
+def check_task_weights(
+    task_weights: Optional[Sequence[float]], num_tasks: int
+) -> Optional[List[float]]:
+    """The task weights as floats, one per task, or None when not given.
+
+    Parameters
+    ----------
+    task_weights : Optional[Sequence[float]]
+        How many times a run of the model runs each task.
+    num_tasks : int
+        The number of tasks they weigh.
+
+    Returns
+    -------
+    weights : Optional[List[float]]
+        The weights, in the order of the tasks.
+
+    Raises
+    ------
+    ValueError
+        For another number of weights than tasks, or a weight that is not a
+        positive finite number.
+    """
+    if task_weights is None:
+        return None
+    weights = list(task_weights)
+    if len(weights) != num_tasks:
+        raise ValueError(
+            f"task_weights has {len(weights)} weights for {num_tasks} tasks: give one per task"
+        )
+    for position, weight in enumerate(weights):
+        if (
+            isinstance(weight, bool)
+            or not isinstance(weight, numbers.Real)
+            or not math.isfinite(weight)
+            or weight <= 0
+        ):
+            raise ValueError(
+                f"task_weights[{position}] must be a positive number of runs, got {weight!r}"
+            )
+    return [float(weight) for weight in weights]
+
+
+def check_global_budget(max_trials_global) -> Optional[int]:
+    """``max_trials_global`` as a count, None for no shared budget, or a ValueError."""
+    if max_trials_global is None:
+        return None
+    if not is_count(max_trials_global):
+        raise ValueError(
+            "max_trials_global must be a positive number of trials for all tasks, "
+            f"got {max_trials_global!r}"
+        )
+    return int(max_trials_global)
+
+
+def share_order(shares: Sequence[float]) -> List[int]:
+    """The positions of the tasks in the order they are searched: largest share first.
+
+    Parameters
+    ----------
+    shares : Sequence[float]
+        Each task's share of the model's run time (best run time times weight).
+
+    Returns
+    -------
+    order : List[int]
+        Positions into ``shares``; equal shares keep their order.
+    """
+    return sorted(range(len(shares)), key=lambda position: -shares[position])
+
+
+class SharedBudget:
+    """The measurements left to the tasks searched one after another.
+
+    Parameters
+    ----------
+    max_trials_global : Optional[int]
+        The budget of all tasks together; None for no shared bound.
+    """
+
+    def __init__(self, max_trials_global: Optional[int]):
+        self.remaining = check_global_budget(max_trials_global)
+
+    @property
+    def spent(self) -> bool:
+        """Whether nothing is left for the next task."""
+        return self.remaining == 0
+
+    def grant(self, task_budget: int) -> int:
+        """The budget of the next task: its own, or what is left when that is less."""
+        if self.remaining is None:
+            return task_budget
+        return min(task_budget, self.remaining)
+
+    def spend(self, measured: int) -> None:
+        """Count the measurements a task made."""
+        if self.remaining is not None:
+            self.remaining = max(0, self.remaining - measured)
