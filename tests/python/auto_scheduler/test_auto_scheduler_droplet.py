@@ -15,6 +15,7 @@
 # specific language governing permissions and limitations
 # under the License.
 """Droplet exploitation of auto-scheduler states, on real tuning of this host's CPU."""
+import functools
 import json
 import os
 import shutil
@@ -691,7 +692,7 @@ def test_bad_settings_are_refused(valid_log, settings, message):
         )
 
 
-def test_bad_task_weights_and_global_budget_are_refused(valid_log):
+def test_bad_weights_and_global_budget_are_refused(valid_log):
     """Task weights must match the tasks; the global budget must be a positive count."""
     task, log_file = valid_log
     for arguments, message in (
@@ -703,8 +704,13 @@ def test_bad_task_weights_and_global_budget_are_refused(valid_log):
         _assert_refused(
             log_file,
             message,
-            lambda: auto_scheduler.droplet_exploit(
-                log_file, host_target(), tuning_options(), 8, **arguments
+            functools.partial(
+                auto_scheduler.droplet_exploit,
+                log_file,
+                host_target(),
+                tuning_options(),
+                8,
+                **arguments,
             ),
         )
     _assert_refused(

@@ -570,7 +570,7 @@ def test_error_summary_names_what_failed():
     assert error_summary(RuntimeError("")) == "RuntimeError"
 
 
-def test_shared_budget_goes_to_the_largest_shares_first():
+def test_shared_budget_grants_largest_shares_first():
     """Tasks are searched by descending share; each gets its own budget or what is left."""
     assert share_order([2.0, 5.0, 2.0, 9.0]) == [3, 1, 0, 2]
     shared = SharedBudget(10)
@@ -599,6 +599,7 @@ def test_shared_budget_goes_to_the_largest_shares_first():
     ],
 )
 def test_task_weights_are_checked(weights, message):
+    """One positive finite weight per task, or a ValueError naming the problem."""
     with pytest.raises(ValueError, match=message):
         check_task_weights(weights, 2)
     assert check_task_weights(None, 2) is None
