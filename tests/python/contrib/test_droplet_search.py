@@ -600,10 +600,13 @@ def test_shared_budget_grants_largest_shares_first():
 )
 def test_task_weights_are_checked(weights, message):
     """One positive finite weight per task, or a ValueError naming the problem."""
+    tasks = ("first", "second")
     with pytest.raises(ValueError, match=message):
-        check_task_weights(weights, 2)
-    assert check_task_weights(None, 2) is None
-    assert check_task_weights((1, 4), 2) == [1.0, 4.0]
+        check_task_weights(weights, tasks)
+    assert check_task_weights(None, tasks) is None
+    assert check_task_weights((1, 4), tasks) == [1.0, 4.0]
+    with pytest.raises(ValueError, match="task_weights were given without tasks"):
+        check_task_weights((1, 4), None)
 
 
 @pytest.mark.parametrize("budget", [0, -1, 2.5, True, "8"])

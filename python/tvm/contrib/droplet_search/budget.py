@@ -35,7 +35,7 @@ NOT_REACHED = "max_trials_global was spent before its turn"
 
 
 def check_task_weights(
-    task_weights: Optional[Sequence[float]], num_tasks: int
+    task_weights: Optional[Sequence[float]], tasks: Optional[Sequence]
 ) -> Optional[List[float]]:
     """The task weights as floats, one per task, or None when not given.
 
@@ -43,8 +43,8 @@ def check_task_weights(
     ----------
     task_weights : Optional[Sequence[float]]
         How many times a run of the model runs each task.
-    num_tasks : int
-        The number of tasks they weigh.
+    tasks : Optional[Sequence]
+        The tasks they weigh; None when the caller was given no tasks.
 
     Returns
     -------
@@ -54,15 +54,17 @@ def check_task_weights(
     Raises
     ------
     ValueError
-        For another number of weights than tasks, or a weight that is not a
-        positive finite number.
+        For weights without tasks, another number of weights than tasks, or a
+        weight that is not a positive finite number.
     """
     if task_weights is None:
         return None
+    if tasks is None:
+        raise ValueError("task_weights were given without tasks: pass the tasks they weigh")
     weights = list(task_weights)
-    if len(weights) != num_tasks:
+    if len(weights) != len(tasks):
         raise ValueError(
-            f"task_weights has {len(weights)} weights for {num_tasks} tasks: give one per task"
+            f"task_weights has {len(weights)} weights for {len(tasks)} tasks: give one per task"
         )
     for position, weight in enumerate(weights):
         if (

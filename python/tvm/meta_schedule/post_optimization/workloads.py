@@ -21,7 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple, Union
 
-from tvm.contrib.droplet_search import check_task_weights as check_weights
+from tvm.contrib.droplet_search import check_task_weights
 from tvm.ir import IRModule
 from tvm.target import Target
 
@@ -238,23 +238,6 @@ def _task_job(
     if postprocs is None:
         postprocs = _postprocs_for(mod, record.target, name)
     return PostOptimizationJob(name, workload, record.target, record, postprocs)
-
-
-def check_task_weights(
-    task_weights: Optional[Sequence[float]],
-    tasks: Optional[Sequence[Union[TuneContext, IRModule, Workload]]],
-) -> Optional[List[float]]:
-    """The task weights as floats, checked against the tasks.
-
-    Raises
-    ------
-    ValueError
-        When weights are given without tasks, for another number of tasks, or
-        are not positive finite numbers.
-    """
-    if task_weights is not None and tasks is None:
-        raise ValueError("task_weights were given without tasks: pass the tasks they weigh")
-    return check_weights(task_weights, 0 if tasks is None else len(tasks))
 
 
 def collect_jobs(
