@@ -18,6 +18,7 @@
 import itertools
 import logging
 import random
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -587,6 +588,31 @@ def test_shared_budget_grants_largest_shares_first():
     unbounded = SharedBudget(None)
     unbounded.spend(1000)
     assert unbounded.grant(4) == 4 and not unbounded.spent
+
+
+def test_tasks_are_searched_by_share_in_budget():
+    """The search callback gets each task's grant by descending share; the rest are not reached."""
+    calls = []
+
+    def search(position, budget):
+        calls.append((position, budget))
+        # The task of share 5 converges after 1 of its grant.
+        return SimpleNamespace(task=position, measured=1 if position == 1 else budget)
+
+    def not_reached(position):
+        calls.append((position, "not reached"))
+        return SimpleNamespace(task=position, measured=0)
+
+    results = SharedBudget(10).search_in_share_order([2.0, 5.0, 2.0, 9.0], 4, search, not_reached)
+    assert calls == [(3, 4), (1, 4), (0, 4), (2, 1)]
+    assert [result.task for result in results] == [0, 1, 2, 3]
+    calls.clear()
+    results = SharedBudget(5).search_in_share_order([2.0, 5.0, 2.0, 9.0], 4, search, not_reached)
+    assert calls == [(3, 4), (1, 1), (0, "not reached"), (2, "not reached")]
+    assert [result.measured for result in results] == [0, 1, 0, 4]
+    calls.clear()
+    SharedBudget(None).search_in_share_order([1.0, 3.0], 4, search, not_reached)
+    assert calls == [(1, 4), (0, 4)]
 
 
 @pytest.mark.parametrize(

@@ -26,12 +26,15 @@ a task whose turn comes after the shared budget is spent is not searched.
 """
 import math
 import numbers
-from typing import List, Optional, Sequence
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 from .search import is_count
 
 NOT_REACHED = "max_trials_global was spent before its turn"
 """The stop reason of a task the shared budget did not reach."""
+
+Result = TypeVar("Result")
+"""An integration's result of one task: anything with ``measured``, its measurement count."""
 
 
 def check_task_weights(
@@ -134,3 +137,39 @@ class SharedBudget:
         """Count the measurements a task made."""
         if self.remaining is not None:
             self.remaining = max(0, self.remaining - measured)
+
+    def search_in_share_order(
+        self,
+        shares: Sequence[float],
+        task_budget: int,
+        search: Callable[[int, int], Result],
+        not_reached: Callable[[int], Result],
+    ) -> List[Result]:
+        """Search the tasks one after another, largest share first, within the budgets.
+
+        Parameters
+        ----------
+        shares : Sequence[float]
+            Each task's share of the model's run time (see :func:`share_order`).
+        task_budget : int
+            The most measurements one task may make.
+        search : Callable[[int, int], Result]
+            Searches the task at a position within a budget of measurements and
+            returns its result, whose ``measured`` is spent from this budget.
+        not_reached : Callable[[int], Result]
+            The result of the task at a position whose turn came after this
+            budget was spent; it measures nothing.
+
+        Returns
+        -------
+        results : List[Result]
+            One result per task, in the order of ``shares``.
+        """
+        results = {}
+        for position in share_order(shares):
+            if self.spent:
+                results[position] = not_reached(position)
+                continue
+            results[position] = search(position, self.grant(task_budget))
+            self.spend(results[position].measured)
+        return [results[position] for position in range(len(shares))]

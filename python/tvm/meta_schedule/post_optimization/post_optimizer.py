@@ -37,7 +37,6 @@ from tvm.contrib.droplet_search import (
     SharedBudget,
     is_count,
     mean,
-    share_order,
 )
 from tvm.contrib.droplet_search.budget import NOT_REACHED
 from tvm.ir import IRModule
@@ -256,36 +255,37 @@ def post_optimize(
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
     shares = [search.job.share_secs for search in searches]
-    total = sum(shares)
-    results = {}
-    for position in share_order(shares):
+
+    def announce(position: int) -> WorkloadSearch:
         search = searches[position]
         logger.info(
             "Post-optimization of %s: %.1f%% of the model's run time (%.4g us x weight %g)",
             search.job.name,
-            100.0 * search.job.share_secs / total if total else 0.0,
+            100.0 * shares[position] / sum(shares) if sum(shares) else 0.0,
             mean_run_secs(search.job.record) * 1e6,
             search.job.weight,
         )
-        if shared.spent:
-            results[position] = _not_searched(search, NOT_REACHED)
-            continue
-        results[position] = _post_optimize_one(search, builder, runner, shared.grant(int(trials)))
-        shared.spend(results[position].measured)
-    return [results[position] for position in range(len(searches))]
+        return search
+
+    return shared.search_in_share_order(
+        shares,
+        int(trials),
+        lambda position, budget: _post_optimize_one(announce(position), builder, runner, budget),
+        lambda position: _not_reached(announce(position)),
+    )
 
 
-def _not_searched(search: WorkloadSearch, reason: str) -> PostOptimizationResult:
-    """The result of a workload the search did not reach."""
+def _not_reached(search: WorkloadSearch) -> PostOptimizationResult:
+    """The result of a workload whose turn came after the shared budget was spent."""
     logged = mean_run_secs(search.job.record)
-    logger.info("Post-optimization of %s: not searched, %s", search.job.name, reason)
+    logger.info("Post-optimization of %s: not searched, %s", search.job.name, NOT_REACHED)
     return PostOptimizationResult(
         name=search.job.name,
         target=search.job.target,
         before=logged,
         after=logged,
         measured=0,
-        stop_reason=reason,
+        stop_reason=NOT_REACHED,
         workload=search.job.workload,
     )
 
