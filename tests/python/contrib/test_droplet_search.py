@@ -27,6 +27,7 @@ import tvm.testing
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary
 from tvm.contrib.droplet_search.budget import SharedBudget, check_task_weights, share_order
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
+from tvm.contrib.droplet_search.transfer import take_over, transfer_limit
 
 
 def bowl(optimum, repeats=3):
@@ -613,6 +614,32 @@ def test_tasks_are_searched_by_share_in_budget():
     calls.clear()
     SharedBudget(None).search_in_share_order([1.0, 3.0], 4, search, not_reached)
     assert calls == [(1, 4), (0, 4)]
+
+
+def test_take_over_every_workloads_fastest_first():
+    """Every workload's fastest point, then every second; skipped points use their turn."""
+    pulled = []
+
+    def source(name, points):
+        for point in points:
+            pulled.append(name)
+            yield point
+
+    def sources():
+        return [
+            source("a", [(1,), (2,), (3,)]),
+            source("b", [(2,), (4,)]),
+            source("c", [(5,), (6,)]),
+        ]
+
+    # The firsts (1,), (2,), (5,); then a's second is b's first, so a's turn is used.
+    assert take_over(sources()) == [(1,), (2,), (5,), (4,), (6,)]
+    # No source is read more than twice: a's third point is never made.
+    assert pulled.count("a") == 2 and pulled.count("b") == 2
+    assert take_over(sources(), limit=2) == [(1,), (2,)]
+    assert take_over(sources(), skip=lambda point: point == (5,)) == [(1,), (2,), (4,), (6,)]
+    assert not take_over([]) and not take_over([iter(())])
+    assert [transfer_limit(budget) for budget in (None, 1, 3, 8, 32, 100)] == [8, 1, 1, 2, 8, 8]
 
 
 @pytest.mark.parametrize(

@@ -29,9 +29,10 @@ by a short Droplet Search around it (``polish``).
 import logging
 import operator
 from collections.abc import Mapping
-from typing import Dict, List, Optional, Sequence, Set, Tuple
+from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
 from tvm.contrib.droplet_search import DropletSearch, is_count, mean
+from tvm.contrib.droplet_search.transfer import take_over
 
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
 from .droplet_history import read_records, task_history
@@ -42,13 +43,6 @@ LOGGER = logging.getLogger("autotvm")
 
 HANDOVERS = ("xgb", None)
 """The ``handover`` choices of :class:`DropletTuner`."""
-
-TRANSFER_SAMPLE = 8
-"""How many configurations, at most, :meth:`DropletTuner.load_history` takes from the records
-of other workloads of the same template (a network's other tasks) to measure with the start."""
-
-TRANSFER_PER_WORKLOAD = 2
-"""How many of each other workload's fastest configurations are taken (see ``TRANSFER_SAMPLE``)."""
 
 ORIGIN_SAMPLE = 8
 """How many random configurations are measured with the origin, the start of a
@@ -313,9 +307,10 @@ class DropletTuner(Tuner):
         the search starts from the fastest of them (as from a sample).
         """
         start = self.search.centre
-        columns = []
-        for configs in related.values():
-            column: List[Tuple[int, ...]] = []
+
+        def taken_over(configs: Sequence) -> Iterator[Tuple[int, ...]]:
+            """The distinct valid points of a workload's configs other than the start."""
+            seen = set()
             for config in configs:
                 knobs = self.geometry.knobs_of_entities(
                     config._entity_map  # pylint: disable=protected-access
@@ -324,18 +319,12 @@ class DropletTuner(Tuner):
                     continue
                 point = self.geometry.point_of_knobs(knobs)
                 # The engine's own validity test: the sample must pass it.
-                if self.geometry.is_valid(point) and point != start and point not in column:
-                    column.append(point)
-                if len(column) == TRANSFER_PER_WORKLOAD:
-                    break
-            columns.append(column)
+                if self.geometry.is_valid(point) and point != start and point not in seen:
+                    seen.add(point)
+                    yield point
+
         # The fastest of every workload first, then the second fastest, ...
-        points: List[Tuple[int, ...]] = []
-        for rank in range(TRANSFER_PER_WORKLOAD):
-            for column in columns:
-                if rank < len(column) and column[rank] not in points:
-                    points.append(column[rank])
-        points = points[:TRANSFER_SAMPLE]
+        points = take_over([taken_over(configs) for configs in related.values()])
         if not points:
             return
         sample = points + [point for point in self._random_sample if point not in points]

@@ -20,6 +20,7 @@ import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, mean
+from tvm.contrib.droplet_search.transfer import take_over, transfer_limit
 from tvm.tir.schedule import Schedule
 
 from ..builder import Builder
@@ -34,14 +35,6 @@ from .verification import OutputCheck
 from .workloads import PostOptimizationJob, mean_run_secs
 
 logger = get_logger(__name__)  # pylint: disable=invalid-name
-
-TRANSFER_SAMPLE = 8
-"""How many schedules of other workloads, at most, are taken over and measured with the start
-(and at most a quarter of a workload's budget); see ``transfer`` of
-:func:`~.post_optimizer.post_optimize`."""
-
-TRANSFER_PER_WORKLOAD = 2
-"""How many of each other workload's fastest schedules are taken over, at most."""
 
 
 class _WorkloadLogger(logging.LoggerAdapter):
@@ -252,30 +245,19 @@ class WorkloadSearch:
 
         A network's workloads of the same kind (convolutions of other sizes) are
         tuned by the same rules into traces with the same instructions; the
-        ``TRANSFER_PER_WORKLOAD`` fastest records of each such workload whose
-        decisions this space can take over (:meth:`~.trace_space.TraceSpace.point_like`)
-        into a valid point are measured in the first round (every workload's
-        fastest before any second fastest), unless measured before, and the search
-        starts from the fastest of them that beats the start (as from a sample).
+        fastest records of each such workload whose decisions this space can take
+        over (:meth:`~.trace_space.TraceSpace.point_like`) into a valid point are
+        measured in the first round, as :func:`~tvm.contrib.droplet_search.transfer.take_over`
+        picks them, unless measured before, and the search starts from the fastest
+        of them that beats the start (as from a sample).
         """
-        limit = min(TRANSFER_SAMPLE, max(1, self.search.budget // 4))
-        # Per other workload, its valid points fastest first, replayed only when asked for.
-        taken_over = [self._taken_over(records) for records in self.journal.related()]
-        points: List[Point] = []
-        for _ in range(TRANSFER_PER_WORKLOAD):
-            for workload_points in taken_over:
-                if len(points) == limit:
-                    break
-                point = next(workload_points, None)
-                # Not the centre, a point another record gave, or a point measured
-                # before (a repeated call takes over nothing twice).
-                if (
-                    point is not None
-                    and point != self.search.centre
-                    and point not in points
-                    and self.search.costs(point) is None
-                ):
-                    points.append(point)
+        # Per other workload, its valid points fastest first, replayed only when asked for;
+        # not the centre, nor a point measured before (a repeated call takes over nothing twice).
+        points = take_over(
+            [self._taken_over(records) for records in self.journal.related()],
+            transfer_limit(self.search.budget),
+            skip=lambda point: point == self.search.centre or self.search.costs(point) is not None,
+        )
         self.transferred = len(self.search.add_sample(points))
         if self.transferred:
             logger.info(

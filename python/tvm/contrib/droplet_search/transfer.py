@@ -1,0 +1,77 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Other workloads' fastest schedules, taken over, measured with a search's start.
+
+A network's workloads of the same kind (convolutions of other sizes) are
+scheduled by the same template, rules or sketch, and their fastest schedules
+are often alike.  Each integration maps another workload's records into its own
+space (by knob values, trace decisions or transform-step values); this module
+picks which of those points a search measures in its first round, as a sample:
+every workload's fastest before any workload's second fastest.
+"""
+from typing import Callable, Iterator, List, Optional, Sequence
+
+from .neighbourhood import Point
+
+TRANSFER_SAMPLE = 8
+"""How many schedules of other workloads a search takes over, at most."""
+
+TRANSFER_PER_WORKLOAD = 2
+"""How many of each other workload's fastest schedules are taken over, at most."""
+
+
+def transfer_limit(budget: Optional[int]) -> int:
+    """How many schedules a search with ``budget`` measurements takes over: at
+    most ``TRANSFER_SAMPLE`` and a quarter of the budget (at least one)."""
+    if budget is None:
+        return TRANSFER_SAMPLE
+    return min(TRANSFER_SAMPLE, max(1, budget // 4))
+
+
+def take_over(
+    sources: Sequence[Iterator[Point]],
+    limit: int = TRANSFER_SAMPLE,
+    skip: Optional[Callable[[Point], bool]] = None,
+) -> List[Point]:
+    """The points of other workloads to measure with the start, in order.
+
+    Parameters
+    ----------
+    sources : Sequence[Iterator[Point]]
+        One iterator per other workload: the valid points its records take
+        over in this space, fastest record first.  Each is advanced at most
+        ``TRANSFER_PER_WORKLOAD`` times, so that points can be made lazily.
+    limit : int
+        The largest number of points taken.
+    skip : Optional[Callable[[Point], bool]]
+        Points not to take (e.g. the start, or points measured before); such a
+        point, or one another workload gave, still uses its workload's turn.
+
+    Returns
+    -------
+    points : List[Point]
+        Distinct points: every workload's first, then every workload's second.
+    """
+    points: List[Point] = []
+    for _ in range(TRANSFER_PER_WORKLOAD):
+        for source in sources:
+            if len(points) >= limit:
+                return points
+            point = next(source, None)
+            if point is not None and point not in points and not (skip and skip(point)):
+                points.append(point)
+    return points
