@@ -60,7 +60,12 @@ def state_key(measure_input: MeasureInput) -> str:
     key : str
         The JSON text of the state's steps.
     """
-    return steps_key(json.loads(_ffi_api.SerializeMeasureInput(measure_input))[1][1])
+    return steps_key(steps_of(measure_input))
+
+
+def steps_of(measure_input: MeasureInput) -> list:
+    """The transform steps of a measure input's state, in the record format."""
+    return json.loads(_ffi_api.SerializeMeasureInput(measure_input))[1][1]
 
 
 def steps_key(steps: list) -> str:

@@ -362,6 +362,65 @@ class StateSpace:
             raise ValueError(f"{point} is not a valid state: {reason}")
         return self._states[point]
 
+    def point_like(self, steps: Sequence[list]) -> Optional[Point]:
+        """The point that takes over the parameter values of another task's state.
+
+        ``steps`` schedule another task with this state's transform steps (the
+        same kinds on the same stages and loops, e.g. a convolution of other
+        sizes from the same sketch).  A split takes the other split's lengths where each is a
+        value of its dimension and together they divide this loop (else the
+        whole split keeps the origin's lengths); an unroll pragma or a compute
+        location takes the other's value where its dimension has it.  Other
+        coordinates keep the origin's value; whether the point is a valid state
+        is :meth:`is_valid`'s question.
+
+        Parameters
+        ----------
+        steps : Sequence[list]
+            The transform steps (record format) of another task's state.
+
+        Returns
+        -------
+        point : Optional[Point]
+            None when the steps are not this state's, step by step.
+        """
+        if len(steps) != len(self.steps) or any(
+            theirs[:3] != ours[:3] for theirs, ours in zip(steps, self.steps)
+        ):
+            return None
+        point = list(self.origin)
+        splits: Dict[int, List[int]] = {}  # step index -> the axes of its lengths
+        for axis, parameter in enumerate(self.parameters):
+            step = steps[parameter.step_index]
+            if parameter.kind == "tile":
+                splits.setdefault(parameter.step_index, []).append(axis)
+                continue
+            if parameter.kind == "unroll":
+                text = str(step[3])
+                if not text.startswith(AUTO_UNROLL_PRAGMA):
+                    continue
+                value = int(text[len(AUTO_UNROLL_PRAGMA) :])
+            else:
+                value = int(step[3])
+            if value in parameter.values:
+                point[axis] = parameter.values.index(value)
+        for step_index, axes in splits.items():
+            theirs = steps[step_index][4]
+            lengths = list(self.steps[step_index][4])
+            if len(theirs) != len(lengths) or any(length is None for length in theirs):
+                continue
+            taken = {}
+            for axis in axes:
+                parameter = self.parameters[axis]
+                lengths[parameter.position] = int(theirs[parameter.position])
+                if lengths[parameter.position] in parameter.values:
+                    taken[axis] = parameter.values.index(lengths[parameter.position])
+            extent = int(self.steps[step_index][3])
+            if len(taken) == len(axes) and extent % math.prod(lengths) == 0:
+                for axis, index in taken.items():
+                    point[axis] = index
+        return tuple(point)
+
     def point_of(self, state) -> Optional[Point]:
         """The point of a state, or None when the state is not in the space.
 

@@ -27,7 +27,7 @@ import tvm
 import tvm.testing
 import tvm.topi.testing
 from tvm import auto_scheduler, te, topi
-from tvm.auto_scheduler import _ffi_api
+from tvm.auto_scheduler.droplet_log import steps_of
 from tvm.auto_scheduler.droplet_space import StateSpace
 from tvm.auto_scheduler.measure import PythonBasedMeasureCallback
 from tvm.auto_scheduler.state_output_check import StateOutputChecker
@@ -91,16 +91,19 @@ def make_task(tensors):
     )
 
 
-def tiled_matmul_state(task):
-    """A hand-written tiled state of ``matmul_tensors``: three splits and an unroll pragma."""
+def tiled_matmul_state(task, lengths=(8, 4, 16, 4), unroll=16):
+    """A hand-written tiled state of ``matmul_tensors``: three splits and an unroll pragma.
+
+    ``lengths`` are the inner lengths of the splits of i (two), j and k.
+    """
     state = task.compute_dag.get_init_state()
     output = task.compute_dag.tensors[-1]
     i, j, k = state[output].iters
-    i_outer, i_middle, i_inner = state.split(output, i, [8, 4])
-    j_outer, j_inner = state.split(output, j, [16])
-    k_outer, k_inner = state.split(output, k, [4])
+    i_outer, i_middle, i_inner = state.split(output, i, list(lengths[:2]))
+    j_outer, j_inner = state.split(output, j, [lengths[2]])
+    k_outer, k_inner = state.split(output, k, [lengths[3]])
     state.reorder(output, [i_outer, j_outer, i_middle, k_outer, k_inner, i_inner, j_inner])
-    state.pragma(output, i_outer, "auto_unroll_max_step$16")
+    state.pragma(output, i_outer, f"auto_unroll_max_step${unroll}")
     return state
 
 
@@ -152,6 +155,28 @@ def test_space_of_a_tiled_matmul():
             point[space.parameters.index(tiles[first])] = index_a
             point[space.parameters.index(tiles[second])] = index_b
             assert space.is_valid(point) == (128 % (length_a * length_b) == 0)
+
+
+def test_space_takes_over_another_tasks_values():
+    """A state of another task with the same steps gives its values where they fit."""
+    task = make_task(matmul_tensors(64))
+    space = StateSpace(task, tiled_matmul_state(task, (2, 2, 4, 2), unroll=0))
+    other = make_task(matmul_tensors(128))
+
+    def values_like(lengths, unroll=16):
+        steps = steps_of(
+            auto_scheduler.MeasureInput(other, tiled_matmul_state(other, lengths, unroll))
+        )
+        return space.values_of(space.point_like(steps))
+
+    assert list(values_like((8, 4, 16, 4)).values()) == [8, 4, 16, 4, 16]
+    # 32 x 4 does not divide 64: the split of i keeps the start's lengths, the others are taken.
+    assert list(values_like((32, 4, 16, 4), unroll=64).values()) == [2, 2, 16, 4, 64]
+    # A length this loop does not have (128) is not taken either.
+    assert list(values_like((1, 1, 128, 1)).values()) == [1, 1, 4, 1, 16]
+    conv = make_task(conv2d_tensors())
+    conv_steps = steps_of(auto_scheduler.MeasureInput(conv, conv2d_state_with_compute_at(conv, 3)))
+    assert space.point_like(conv_steps) is None
 
 
 def test_space_compute_location():
@@ -264,10 +289,6 @@ def tuning_options(log_file=None, runner=None, callbacks=()):
 def log_lines(log_file):
     with open(log_file, encoding="utf-8") as stream:
         return [line for line in stream if line.strip()]
-
-
-def steps_of(measure_input):
-    return json.loads(_ffi_api.SerializeMeasureInput(measure_input))[1][1]
 
 
 class RecordCollector(PythonBasedMeasureCallback):
@@ -561,6 +582,37 @@ def test_shared_budget_goes_to_the_largest_share(tmp_path):
     assert "max_trials_global" in results[0].stop_reason
     assert results[0].after == results[0].before == pytest.approx(1e-3)
     assert not results[0].improved
+
+
+@tvm.testing.requires_llvm
+def test_other_tasks_fastest_state_is_measured_first(tmp_path):
+    """A task's first batch holds another task's fastest state, taken over by its values."""
+    tasks = [make_task(matmul_tensors(size)) for size in (128, 64)]
+    states = [tiled_matmul_state(tasks[0]), tiled_matmul_state(tasks[1], (2, 2, 4, 2), unroll=0)]
+    space = StateSpace(tasks[1], states[1])
+    taken_over = space.steps_of(
+        space.point_like(steps_of(auto_scheduler.MeasureInput(tasks[0], states[0])))
+    )
+    for transfer in (True, False):
+        log_file = str(tmp_path / f"transfer-{transfer}.json")
+        for task, state, cost in zip(tasks, states, (1e-3, 2e-3)):
+            result = auto_scheduler.MeasureResult([cost], 0, "", 0.0, 0.0)
+            auto_scheduler.save_records(
+                log_file, [auto_scheduler.MeasureInput(task, state)], [result]
+            )
+        with open(log_file, "rb") as stream:
+            before = stream.read()
+        (result,) = auto_scheduler.droplet_exploit(
+            log_file, host_target(), tuning_options(), 4, tasks=[tasks[1]], transfer=transfer
+        )
+        appended = [steps_of(inp) for inp, _ in appended_records(log_file, before)]
+        assert len(appended) == 4
+        # The start first, measured again; then the state of the 128 matmul, with its
+        # values, when transfer is on (one: a quarter of the budget).
+        assert appended[0] == space.steps
+        assert result.transferred == int(transfer)
+        assert (appended[1] == taken_over) == transfer
+        assert (taken_over in appended) == transfer
 
 
 # ----------------------------------------------------------------- bad input

@@ -23,7 +23,6 @@ chosen states into programs that fail to compile, compile forever, fail at run
 time, run forever or compute a wrong result fast.  Interrupted runs are real
 processes stopped by SIGINT or SIGKILL, then started again with the same command.
 """
-import json
 import logging
 import os
 import signal
@@ -38,7 +37,7 @@ import tvm
 import tvm.testing
 from tvm import auto_scheduler, te, tir
 from tvm.auto_scheduler.measure import MeasureErrorNo
-from tvm.auto_scheduler.droplet_log import state_key
+from tvm.auto_scheduler.droplet_log import state_key, steps_of
 from tvm.auto_scheduler.workload_registry import register_workload_tensors
 from tvm.contrib import tar
 from tvm.testing.tuning import kill_processes, line_count, run_python, run_python_together
@@ -180,10 +179,6 @@ def measured_log(path, task, state, tuning_options):
 def read_bytes(path):
     with open(path, "rb") as stream:
         return stream.read()
-
-
-def steps_of(measure_input):
-    return json.loads(auto_scheduler._ffi_api.SerializeMeasureInput(measure_input))[1][1]
 
 
 def marks_of(measure_input):
