@@ -206,6 +206,15 @@ class Network:
             )
             scheduler.tune(options(log, args.explore * len(tasks)), search_policy_params=search_params)
 
+        def task_ms(log: Path) -> List[float]:
+            best = {}
+            for measure_input, measure_result in auto_scheduler.load_records(str(log)):
+                if measure_result.error_no == 0:
+                    key = measure_input.task.workload_key
+                    cost = 1e3 * float(np.mean([value.value for value in measure_result.costs]))
+                    best[key] = min(best.get(key, cost), cost)
+            return [best.get(task.workload_key, float("nan")) for task in tasks]
+
         long_run = MethodRun(self.spec.label, f"ansor-{args.factor}K", notes=note)
         clock = Clock(long_run)
         log = self.workdir / "ansor.json"
@@ -214,41 +223,41 @@ class Network:
         compiled = self.compile(ansor_log=log)
         clock.checkpoint(count_lines(log), compiled, label="ansor-K")
         short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task")
+        short.task_ms = task_ms(log)
         yield short, compiled
 
-        droplet_log = self.workdir / "ansor-droplet.json"
-        shutil.copy(log, droplet_log)
-        exploited = short.branch("ansor-K+droplet")
-        droplet_clock = Clock(exploited)
-        with droplet_clock:
-            results = auto_scheduler.droplet_exploit(
-                str(droplet_log), self.target, options(droplet_log, args.exploit),
-                exploitation_trials=args.exploit, tasks=tasks,
-            )
-        exploited.notes = "Droplet over its start per task: " + ", ".join(
-            f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results
-        )
-        droplet_compiled = self.compile(ansor_log=droplet_log)
-        droplet_clock.checkpoint(count_lines(droplet_log), droplet_compiled)
-        yield exploited, droplet_compiled
-
-        for total, cap in args.exploit_shared:
-            shared_log = self.workdir / f"ansor-droplet-{total}x{cap}.json"
-            shutil.copy(log, shared_log)
-            shared = short.branch(f"ansor-K+droplet-{total}x{cap}")
-            shared_clock = Clock(shared)
-            with shared_clock:
+        def exploit_copy(method: str, description: str, trials: int, **kwargs) -> Tuple[MethodRun, Compiled]:
+            """``droplet_exploit`` on a copy of the K log, as the method ``method``."""
+            copy = self.workdir / f"{method}.json"
+            shutil.copy(log, copy)
+            run = short.branch(method)
+            run_clock = Clock(run)
+            with run_clock:
                 results = auto_scheduler.droplet_exploit(
-                    str(shared_log), self.target, options(shared_log, cap),
-                    exploitation_trials=cap, tasks=tasks, task_weights=counts, max_trials_global=total,
+                    str(copy), self.target, options(copy, trials), exploitation_trials=trials, tasks=tasks, **kwargs
                 )
-            shared.notes = (
-                f"{total} Droplet measurements shared, at most {cap} per task, heaviest weighted cost first: "
-                + ", ".join(f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results)
+            transferred = kwargs.get("transfer", True)
+            run.notes = f"{description}; Droplet over its start per task (measured{', taken over' if transferred else ''}): " + ", ".join(
+                f"{result.speedup:.2f}x ({result.exploitation_trials}"
+                + (f", {result.transferred})" if transferred else ")")
+                for result in results
             )
-            shared_compiled = self.compile(ansor_log=shared_log)
-            shared_clock.checkpoint(count_lines(shared_log), shared_compiled)
-            yield shared, shared_compiled
+            run_compiled = self.compile(ansor_log=copy)
+            run_clock.checkpoint(count_lines(copy), run_compiled)
+            run.task_ms = task_ms(copy)
+            return run, run_compiled
+
+        yield exploit_copy("ansor-K+droplet", f"{args.exploit} per task", args.exploit)
+        if args.exploit_no_transfer:
+            yield exploit_copy(
+                "ansor-K+droplet-no-transfer", "without other tasks' states", args.exploit, transfer=False
+            )
+        for total, cap in args.exploit_shared:
+            yield exploit_copy(
+                f"ansor-K+droplet-{total}x{cap}",
+                f"{total} Droplet measurements shared, at most {cap} per task, heaviest weighted cost first",
+                cap, task_weights=counts, max_trials_global=total,
+            )
 
         if args.skip_fk:
             return
@@ -258,4 +267,5 @@ class Network:
             compiled = self.compile(ansor_log=log)
             clock.checkpoint(count_lines(log), compiled)
         long_run.notes += f"; {args.factor}K={args.factor * args.explore} per task, resumed from the log every K"
+        long_run.task_ms = task_ms(log)
         yield long_run, compiled

@@ -44,6 +44,8 @@ class MethodRun:
     measurements: int = 0
     checkpoints: List[Checkpoint] = field(default_factory=list)
     notes: str = ""
+    task_ms: List[float] = field(default_factory=list)
+    """The best measured run time of each tuned task in the method's log (Ansor), in task order."""
 
     def branch(self, method: str, notes: str = "") -> "MethodRun":
         """A method that starts from this one's state: its time, measurements and checkpoints so far."""

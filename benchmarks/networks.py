@@ -37,9 +37,11 @@ Methods (``--schedulers``):
 - ``ansor`` (legacy): TaskScheduler for K trials per task (``ansor-K``); on a
   copy of that log ``droplet_exploit`` (``ansor-K+droplet``); with
   ``--exploit-shared GLOBAL:CAP``, ``droplet_exploit`` with the tasks' weights
-  and ``max_trials_global`` (``ansor-K+droplet-GLOBALxCAP``); the same
-  TaskScheduler continued to F x K trials per task (``ansor-FK``), unless
-  ``--skip-fk``.
+  and ``max_trials_global`` (``ansor-K+droplet-GLOBALxCAP``); with
+  ``--exploit-no-transfer``, ``droplet_exploit(transfer=False)``
+  (``ansor-K+droplet-no-transfer``); the same TaskScheduler continued to
+  F x K trials per task (``ansor-FK``), unless ``--skip-fk``.  Their tables
+  add each tuned task's best measured time in every Ansor method's log.
 - ``meta_schedule`` (modern): ``tune_relax`` with N trials per task
   (``ms-N``); on copies of its database, with ``--post-orders``: ``flops``,
   ``post_optimize`` of the heaviest tasks (``ms-N+droplet``); ``time``,
@@ -187,6 +189,19 @@ def final_table(
     return markdown_table(headers, rows)
 
 
+def task_table(runs: List[MethodRun]) -> str:
+    """Markdown table of each tuned task's best measured ms per method (the runs that record it)."""
+    recorded = [run for run in runs if run.task_ms]
+    if not recorded:
+        return ""
+    rows = [
+        [f"task {position + 1}"] + [f"{run.task_ms[position]:.3f}" for run in recorded]
+        for position in range(len(recorded[0].task_ms))
+    ]
+    headers = ["best measured ms, from the log"] + [run.method for run in recorded]
+    return markdown_table(headers, rows) + "\n"
+
+
 def parse_args(line: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="reduced network, tiny budgets, no ms-5N (CI smoke run)")
@@ -232,6 +247,10 @@ def parse_args(line: str) -> argparse.Namespace:
     )
     parser.add_argument("--skip-5n", action="store_true", help="MetaSchedule: no ms-5N (order comparisons)")
     parser.add_argument("--skip-fk", action="store_true", help="Ansor: no ansor-FK (Droplet budget comparisons)")
+    parser.add_argument(
+        "--exploit-no-transfer", action="store_true",
+        help="Ansor: also run K + Droplet without other tasks' states (transfer=False) on a copy of the K log",
+    )
     parser.add_argument(
         "--shared-caps", default="",
         help="MetaSchedule: also run ms-N+droplet-by-time with these per-task caps (comma-separated), "
@@ -329,6 +348,7 @@ def main() -> int:
         )
         section = (
             f"### {spec.label}\n\n{network.describe()}\n\n{final_table(runs, latencies, errors)}\n"
+            f"{task_table(runs)}"
             f"{scale_note(runs)} Outputs are compared with ONNX Runtime's on the same input: "
             f"the largest difference must stay within {TOLERANCE:g} of the largest |output|.\n"
         )
