@@ -26,6 +26,7 @@ import onnx
 
 import tvm
 from tvm import auto_scheduler, autotvm, relay
+from tvm.auto_scheduler.droplet_log import best_cost_of_workload
 from tvm.contrib import graph_executor
 from tvm.testing import onnx_networks
 
@@ -207,13 +208,8 @@ class Network:
             scheduler.tune(options(log, args.explore * len(tasks)), search_policy_params=search_params)
 
         def task_ms(log: Path) -> List[float]:
-            best = {}
-            for measure_input, measure_result in auto_scheduler.load_records(str(log)):
-                if measure_result.error_no == 0:
-                    key = measure_input.task.workload_key
-                    cost = 1e3 * float(np.mean([value.value for value in measure_result.costs]))
-                    best[key] = min(best.get(key, cost), cost)
-            return [best.get(task.workload_key, float("nan")) for task in tasks]
+            records = list(auto_scheduler.load_records(str(log)))
+            return [1e3 * best_cost_of_workload(records, task.workload_key) for task in tasks]
 
         long_run = MethodRun(self.spec.label, f"ansor-{args.factor}K", notes=note)
         clock = Clock(long_run)

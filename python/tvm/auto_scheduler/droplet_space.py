@@ -119,6 +119,25 @@ def _value_line(original: int, others: Sequence[int]) -> Tuple[Tuple[int, ...], 
     return values, values.index(int(original))
 
 
+def _auto_unroll_step(pragma) -> Optional[int]:
+    """The step of an auto-unroll pragma (``auto_unroll_max_step$16``: 16), None for another."""
+    text = str(pragma)
+    if not text.startswith(AUTO_UNROLL_PRAGMA):
+        return None
+    return int(text[len(AUTO_UNROLL_PRAGMA) :])
+
+
+def _value_in_step(parameter: StateParameter, step: list) -> Optional[int]:
+    """The value a step (record format) gives a parameter: a tile length, the auto-unroll
+    step or the compute location; None when it gives none (an unknown length, another pragma)."""
+    if parameter.kind == "tile":
+        length = step[4][parameter.position]
+        return None if length is None else int(length)
+    if parameter.kind == "unroll":
+        return _auto_unroll_step(step[3])
+    return int(step[3])
+
+
 class StateSpace:
     """The tunable parameters of one auto-scheduler state, as Droplet Search points.
 
@@ -181,8 +200,8 @@ class StateSpace:
             kind = step[0]
             if kind == "SP":
                 parameters.extend(self._tile_parameters(index, step))
-            elif kind == "PR" and str(step[3]).startswith(AUTO_UNROLL_PRAGMA):
-                max_step = int(step[3][len(AUTO_UNROLL_PRAGMA) :])
+            elif kind == "PR" and _auto_unroll_step(step[3]) is not None:
+                max_step = _auto_unroll_step(step[3])
                 values, original = _value_line(max_step, self.auto_unroll_max_steps)
                 parameters.append(StateParameter("unroll", index, 0, values, original))
             elif kind == "CA":
@@ -391,17 +410,10 @@ class StateSpace:
         point = list(self.origin)
         splits: Dict[int, List[int]] = {}  # step index -> the axes of its lengths
         for axis, parameter in enumerate(self.parameters):
-            step = steps[parameter.step_index]
             if parameter.kind == "tile":
                 splits.setdefault(parameter.step_index, []).append(axis)
                 continue
-            if parameter.kind == "unroll":
-                text = str(step[3])
-                if not text.startswith(AUTO_UNROLL_PRAGMA):
-                    continue
-                value = int(text[len(AUTO_UNROLL_PRAGMA) :])
-            else:
-                value = int(step[3])
+            value = _value_in_step(parameter, steps[parameter.step_index])
             if value in parameter.values:
                 point[axis] = parameter.values.index(value)
         for step_index, axes in splits.items():
@@ -412,7 +424,7 @@ class StateSpace:
             taken = {}
             for axis in axes:
                 parameter = self.parameters[axis]
-                lengths[parameter.position] = int(theirs[parameter.position])
+                lengths[parameter.position] = _value_in_step(parameter, steps[step_index])
                 if lengths[parameter.position] in parameter.values:
                     taken[axis] = parameter.values.index(lengths[parameter.position])
             extent = int(self.steps[step_index][3])
@@ -446,16 +458,8 @@ class StateSpace:
             step = steps[parameter.step_index]
             if step[0] != self.steps[parameter.step_index][0]:
                 return None
-            if parameter.kind == "tile":
-                value = step[4][parameter.position]
-            elif parameter.kind == "unroll":
-                text = str(step[3])
-                if not text.startswith(AUTO_UNROLL_PRAGMA):
-                    return None
-                value = int(text[len(AUTO_UNROLL_PRAGMA) :])
-            else:
-                value = step[3]
-            if value not in parameter.values:
+            value = _value_in_step(parameter, step)
+            if value is None or value not in parameter.values:
                 return None
             point.append(parameter.values.index(value))
         point = tuple(point)

@@ -614,6 +614,12 @@ def test_tasks_are_searched_by_share_in_budget():
     calls.clear()
     SharedBudget(None).search_in_share_order([1.0, 3.0], 4, search, not_reached)
     assert calls == [(1, 4), (0, 4)]
+    # Every task's turn is announced, searched or not.
+    announced = []
+    SharedBudget(5).search_in_share_order(
+        [2.0, 5.0, 2.0, 9.0], 4, search, not_reached, announced.append
+    )
+    assert announced == [3, 1, 0, 2]
 
 
 def test_take_over_every_workloads_fastest_first():

@@ -144,6 +144,7 @@ class SharedBudget:
         task_budget: int,
         search: Callable[[int, int], Result],
         not_reached: Callable[[int], Result],
+        announce: Optional[Callable[[int], None]] = None,
     ) -> List[Result]:
         """Search the tasks one after another, largest share first, within the budgets.
 
@@ -159,6 +160,9 @@ class SharedBudget:
         not_reached : Callable[[int], Result]
             The result of the task at a position whose turn came after this
             budget was spent; it measures nothing.
+        announce : Optional[Callable[[int], None]]
+            Called with each task's position when its turn comes, searched or
+            not (e.g. to log its share).
 
         Returns
         -------
@@ -167,6 +171,8 @@ class SharedBudget:
         """
         results = {}
         for position in share_order(shares):
+            if announce is not None:
+                announce(position)
             if self.spent:
                 results[position] = not_reached(position)
                 continue

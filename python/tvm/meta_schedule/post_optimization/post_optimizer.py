@@ -255,23 +255,24 @@ def post_optimize(
     builder = resolve_builder(builder)
     runner = resolve_runner(runner)
     shares = [search.job.share_secs for search in searches]
+    total = sum(shares)
 
-    def announce(position: int) -> WorkloadSearch:
-        search = searches[position]
+    def announce(position: int) -> None:
+        job = searches[position].job
         logger.info(
             "Post-optimization of %s: %.1f%% of the model's run time (%.4g us x weight %g)",
-            search.job.name,
-            100.0 * shares[position] / sum(shares) if sum(shares) else 0.0,
-            mean_run_secs(search.job.record) * 1e6,
-            search.job.weight,
+            job.name,
+            100.0 * shares[position] / total if total else 0.0,
+            mean_run_secs(job.record) * 1e6,
+            job.weight,
         )
-        return search
 
     return shared.search_in_share_order(
         shares,
         int(trials),
-        lambda position, budget: _post_optimize_one(announce(position), builder, runner, budget),
-        lambda position: _not_reached(announce(position)),
+        lambda position, budget: _post_optimize_one(searches[position], builder, runner, budget),
+        lambda position: _not_reached(searches[position]),
+        announce,
     )
 
 
