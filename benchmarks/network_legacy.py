@@ -222,7 +222,9 @@ class Network:
         short.task_ms = task_ms(log)
         yield short, compiled
 
-        def exploit_copy(method: str, description: str, trials: int, **kwargs) -> Tuple[MethodRun, Compiled]:
+        def exploit_copy(
+            method: str, description: str, trials: int, **kwargs
+        ) -> Tuple[MethodRun, Compiled]:
             """``droplet_exploit`` on a copy of the K log, as the method ``method``."""
             copy = self.workdir / f"{method}.json"
             shutil.copy(log, copy)
@@ -230,14 +232,16 @@ class Network:
             run_clock = Clock(run)
             with run_clock:
                 results = auto_scheduler.droplet_exploit(
-                    str(copy), self.target, options(copy, trials), exploitation_trials=trials, tasks=tasks, **kwargs
+                    str(copy), self.target, options(copy, trials),
+                    exploitation_trials=trials, tasks=tasks, **kwargs,
                 )
-            transferred = kwargs.get("transfer", True)
-            run.notes = f"{description}; Droplet over its start per task (measured{', taken over' if transferred else ''}): " + ", ".join(
-                f"{result.speedup:.2f}x ({result.exploitation_trials}"
-                + (f", {result.transferred})" if transferred else ")")
-                for result in results
-            )
+            if kwargs.get("transfer", True):
+                columns = "measured, taken over"
+                per_task = [f"{r.speedup:.2f}x ({r.exploitation_trials}, {r.transferred})" for r in results]
+            else:
+                columns = "measured"
+                per_task = [f"{r.speedup:.2f}x ({r.exploitation_trials})" for r in results]
+            run.notes = f"{description}; Droplet over its start per task ({columns}): " + ", ".join(per_task)
             run_compiled = self.compile(ansor_log=copy)
             run_clock.checkpoint(count_lines(copy), run_compiled)
             run.task_ms = task_ms(copy)
