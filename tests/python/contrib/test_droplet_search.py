@@ -623,7 +623,8 @@ def test_tasks_are_searched_by_share_in_budget():
 
 
 def test_take_over_every_workloads_fastest_first():
-    """Every workload's fastest point, then every second; skipped points use their turn."""
+    """Every workload's fastest point, then every second distinct one; skipped points use
+    their turn."""
     pulled = []
 
     def source(name, points):
@@ -645,6 +646,9 @@ def test_take_over_every_workloads_fastest_first():
     assert take_over(sources(), limit=2) == [(1,), (2,)]
     assert take_over(sources(), skip=lambda point: point == (5,)) == [(1,), (2,), (4,), (6,)]
     assert not take_over([]) and not take_over([iter(())])
+    # A schedule measured twice is one point: a workload's repeat does not use its second turn.
+    repeating = [iter([(1,), (1,), (3,)]), iter([(2,), (2,)])]
+    assert take_over(repeating) == [(1,), (2,), (3,)]
     assert [transfer_limit(budget) for budget in (None, 1, 3, 8, 32, 100)] == [8, 1, 1, 2, 8, 8]
 
 

@@ -309,8 +309,7 @@ class DropletTuner(Tuner):
         start = self.search.centre
 
         def taken_over(configs: Sequence) -> Iterator[Tuple[int, ...]]:
-            """The distinct valid points of a workload's configs other than the start."""
-            seen = set()
+            """The valid points of a workload's configs other than the start."""
             for config in configs:
                 knobs = self.geometry.knobs_of_entities(
                     config._entity_map  # pylint: disable=protected-access
@@ -319,8 +318,7 @@ class DropletTuner(Tuner):
                     continue
                 point = self.geometry.point_of_knobs(knobs)
                 # The engine's own validity test: the sample must pass it.
-                if self.geometry.is_valid(point) and point != start and point not in seen:
-                    seen.add(point)
+                if self.geometry.is_valid(point) and point != start:
                     yield point
 
         # The fastest of every workload first, then the second fastest, ...

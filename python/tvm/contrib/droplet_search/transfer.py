@@ -23,7 +23,7 @@ space (by knob values, trace decisions or transform-step values); this module
 picks which of those points a search measures in its first round, as a sample:
 every workload's fastest before any workload's second fastest.
 """
-from typing import Callable, Iterator, List, Optional, Sequence
+from typing import Callable, Iterator, List, Optional, Sequence, Set
 
 from .neighbourhood import Point
 
@@ -53,8 +53,10 @@ def take_over(
     ----------
     sources : Sequence[Iterator[Point]]
         One iterator per other workload: the valid points its records take
-        over in this space, fastest record first.  Each is advanced at most
-        ``TRANSFER_PER_WORKLOAD`` times, so that points can be made lazily.
+        over in this space, fastest record first.  A point a workload gave
+        before (a schedule measured twice) is passed over; each is advanced no
+        further than its ``TRANSFER_PER_WORKLOAD``-th distinct point, so that
+        points can be made lazily.
     limit : int
         The largest number of points taken.
     skip : Optional[Callable[[Point], bool]]
@@ -67,11 +69,15 @@ def take_over(
         Distinct points: every workload's first, then every workload's second.
     """
     points: List[Point] = []
+    given: List[Set[Point]] = [set() for _ in sources]
     for _ in range(TRANSFER_PER_WORKLOAD):
-        for source in sources:
+        for source, before in zip(sources, given):
             if len(points) >= limit:
                 return points
-            point = next(source, None)
-            if point is not None and point not in points and not (skip and skip(point)):
+            point = next((candidate for candidate in source if candidate not in before), None)
+            if point is None:
+                continue
+            before.add(point)
+            if point not in points and not (skip and skip(point)):
                 points.append(point)
     return points
