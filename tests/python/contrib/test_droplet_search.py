@@ -27,7 +27,7 @@ import tvm.testing
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary
 from tvm.contrib.droplet_search.budget import SharedBudget, check_task_weights, share_order
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
-from tvm.contrib.droplet_search.transfer import take_over, transfer_limit
+from tvm.contrib.droplet_search.transfer import add_taken_over, take_over, transfer_limit
 
 
 def bowl(optimum, repeats=3):
@@ -650,6 +650,21 @@ def test_take_over_every_workloads_fastest_first():
     repeating = [iter([(1,), (1,), (3,)]), iter([(2,), (2,)])]
     assert take_over(repeating) == [(1,), (2,), (3,)]
     assert [transfer_limit(budget) for budget in (None, 1, 3, 8, 32, 100)] == [8, 1, 1, 2, 8, 8]
+
+
+def test_add_taken_over_skips_centre_and_measured():
+    """A search's budget bounds the points taken; its centre and measured points use their turn."""
+    search = DropletSearch((8, 8), start=(1, 1), budget=8)  # a quarter of 8: two points
+    search.observe((1, 1), [0.5])
+    search.observe((2, 2), [1.0])
+
+    def sources():
+        return [iter([(1, 1), (3, 3)]), iter([(2, 2), (4, 4)]), iter([(5, 5)])]
+
+    assert search.centre == (1, 1)
+    assert add_taken_over(search, sources()) == [(5, 5), (3, 3)]
+    # A repeated call takes over nothing twice.
+    assert not add_taken_over(search, sources())
 
 
 @pytest.mark.parametrize(

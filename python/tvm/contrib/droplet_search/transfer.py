@@ -26,6 +26,7 @@ every workload's fastest before any workload's second fastest.
 from typing import Callable, Iterator, List, Optional, Sequence, Set
 
 from .neighbourhood import Point
+from .search import DropletSearch
 
 TRANSFER_SAMPLE = 8
 """How many schedules of other workloads a search takes over, at most."""
@@ -81,3 +82,30 @@ def take_over(
             if point not in points and not (skip and skip(point)):
                 points.append(point)
     return points
+
+
+def add_taken_over(search: DropletSearch, sources: Sequence[Iterator[Point]]) -> List[Point]:
+    """Add the points :func:`take_over` picks from ``sources`` to ``search``'s next round.
+
+    At most ``transfer_limit(search.budget)`` points; the search's centre and the
+    points it measured before are skipped (each still uses its workload's turn),
+    so a repeated call takes over nothing twice.
+
+    Parameters
+    ----------
+    search : DropletSearch
+        The search, between rounds (see :meth:`DropletSearch.add_sample`).
+    sources : Sequence[Iterator[Point]]
+        As for :func:`take_over`: one iterator per other workload.
+
+    Returns
+    -------
+    added : List[Point]
+        The points the search will measure with its centre, in order.
+    """
+    points = take_over(
+        sources,
+        transfer_limit(search.budget),
+        skip=lambda point: point == search.centre or search.costs(point) is not None,
+    )
+    return search.add_sample(points)

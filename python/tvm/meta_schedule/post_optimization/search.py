@@ -20,7 +20,7 @@ import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, mean
-from tvm.contrib.droplet_search.transfer import take_over, transfer_limit
+from tvm.contrib.droplet_search.transfer import add_taken_over
 from tvm.tir.schedule import Schedule
 
 from ..builder import Builder
@@ -247,18 +247,15 @@ class WorkloadSearch:
         tuned by the same rules into traces with the same instructions; the
         fastest records of each such workload whose decisions this space can take
         over (:meth:`~.trace_space.TraceSpace.point_like`) into a valid point are
-        measured in the first round, as :func:`~tvm.contrib.droplet_search.transfer.take_over`
+        measured in the first round, as :func:`~tvm.contrib.droplet_search.transfer.add_taken_over`
         picks them, unless measured before, and the search starts from the fastest
         of them that beats the start (as from a sample).
         """
-        # Per other workload, its valid points fastest first, replayed only when asked for;
-        # not the centre, nor a point measured before (a repeated call takes over nothing twice).
-        points = take_over(
-            [self._taken_over(records) for records in self.journal.related()],
-            transfer_limit(self.search.budget),
-            skip=lambda point: point == self.search.centre or self.search.costs(point) is not None,
+        # Per other workload, its valid points fastest first, replayed only when asked for.
+        added = add_taken_over(
+            self.search, [self._taken_over(records) for records in self.journal.related()]
         )
-        self.transferred = len(self.search.add_sample(points))
+        self.transferred = len(added)
         if self.transferred:
             logger.info(
                 "Post-optimization of %s: measuring %d schedules of other workloads with the start",
