@@ -26,6 +26,7 @@ import pytest
 import tvm.testing
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary
 from tvm.contrib.droplet_search.budget import SharedBudget, check_task_weights, share_order
+from tvm.contrib.droplet_search.journal import check_json_lines
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
 from tvm.contrib.droplet_search.transfer import add_taken_over, take_over, transfer_limit
 
@@ -526,6 +527,41 @@ def test_driver_reuses_observed_programs():
     assert search.best[0] == (2, 2)
 
 
+def test_driver_tells_a_recorded_programs_best():
+    """A point of a recorded program is told its best record, never measured."""
+    identify = lambda point: (point[0], point[1] // 3)  # (x, 0), (x, 1), (x, 2): one program
+    search = DropletSearch((4, 4), (1, 1))
+    driver = BatchDriver(search, batch_size=8, identify=identify)
+    driver.observe((0, 0), [3.0, 3.1, 3.2])
+    driver.observe((0, 2), None)  # the same program failed once: its success stays known
+    measured = []
+
+    def evaluate(points, _contends):
+        measured.extend(points)
+        return [[10.0, 10.1, 10.2] for _ in points]
+
+    driver.run(evaluate)
+    assert search.costs((0, 1)) == (3.0, 3.1, 3.2) and (0, 1) not in measured
+    assert driver.duplicates >= 1 and driver.measured == len(measured) == search.measurements
+
+
+def test_driver_stale_centres_program_waits():
+    """Points of a stale centre's program are told its new costs, not its record's."""
+    identify = lambda point: (point[0], point[1] // 2)  # (x, 0) and (x, 1): one program
+    search = DropletSearch((3, 3), (1, 1))
+    driver = BatchDriver(search, batch_size=8, identify=identify)
+    driver.observe((1, 1), [5.0, 5.1, 5.2], remeasure=True)
+    measured = []
+
+    def evaluate(points, _contends):
+        measured.extend(points)
+        return [[6.0, 6.1, 6.2] if point == (1, 1) else [10.0, 10.1, 10.2] for point in points]
+
+    driver.run(evaluate)
+    assert measured[0] == (1, 1) and (1, 0) not in measured
+    assert search.costs((1, 0)) == (6.0, 6.1, 6.2)
+
+
 def test_driver_checks_the_number_of_results():
     driver = BatchDriver(DropletSearch((4, 4)), batch_size=2)
     with pytest.raises(RuntimeError, match="returned 1 results for 2 points"):
@@ -540,10 +576,12 @@ def test_output_difference():
     assert output_difference([reference[0] + 1e-6], reference) is None
     wrong = reference[0].copy()
     wrong[1, 2] = -1.0
-    assert "1 of 6 values of output 0 differ" in output_difference([wrong], reference)
+    assert "1 of 6 values of output 0 differ (at (1, 2): -1.0, expected 5.0)" in (
+        output_difference([wrong], reference)
+    )
     assert "float32[3, 2], expected float32[2, 3]" in output_difference([wrong.T], reference)
-    assert "dtype" not in (
-        output_difference([reference[0].astype("float64")], reference) or "dtype"
+    assert "float64[2, 3], expected float32[2, 3]" in output_difference(
+        [reference[0].astype("float64")], reference
     )
     integers = [np.arange(4, dtype="int32")]
     assert output_difference([integers[0] + 1], integers, 0.5) is not None
@@ -554,6 +592,22 @@ def test_output_difference():
     assert output_difference([large[0] + np.array([0, 2000], dtype="float32")], large) is not None
 
 
+def test_output_difference_with_nan_and_infinity():
+    """A NaN or infinity in the reference must be met, and does not set the tolerance."""
+    expected = [np.array([np.nan, 1.0, 2.0, np.inf], dtype="float32")]
+    assert output_difference([expected[0].copy()], expected) is None
+    wrong = np.array([np.nan, -5.0, 77.0, np.inf], dtype="float32")
+    assert "2 of 4 values of output 0 differ (at (2,): 77.0, expected 2.0)" in (
+        output_difference([wrong], expected)
+    )
+    lost = np.array([np.nan, 1.0, 2.0, 3.0], dtype="float32")
+    assert "(at (3,): 3.0, expected inf)" in output_difference([lost], expected)
+    # The worst place is a differing value, not a larger difference within tolerance.
+    near = [np.array([100.0, 0.0], dtype="float32")]
+    within = np.array([100.05, 0.5], dtype="float32")
+    assert "(at (1,): 0.5, expected 0.0)" in output_difference([within], near)
+
+
 def test_random_inputs_are_reproducible():
     first = random_array((3, 4), "float32", np.random.default_rng(0))
     assert first.dtype == np.float32 and first.min() >= -1 and first.max() < 1
@@ -562,7 +616,29 @@ def test_random_inputs_are_reproducible():
     assert random_array((5,), "bool", np.random.default_rng(0)).dtype == np.bool_
 
 
+def test_json_lines_check_names_the_damaged_line(tmp_path):
+    """Blank, broken and unterminated lines are named; each format's comments are skipped."""
+    log = tmp_path / "log.json"
+    assert check_json_lines(str(log), "the log") == 0, "a missing file holds no line"
+    log.write_bytes(b'# comment\n{"a": 1}\n [1]\n')
+    assert check_json_lines(str(log), "the log", comment_prefixes=(b"#", b" ")) == 1
+    assert check_json_lines(str(log), "the log", comment_prefixes=(b"#",)) == 2
+    with pytest.raises(ValueError, match="line 1 of the log .* is not a JSON record"):
+        check_json_lines(str(log), "the log")  # a format without comments
+    for content, message in [
+        (b'{"a": 1}\n\n{"b": 2}\n', "line 2 of the log .* is not a JSON record but a blank line"),
+        (b'{"a": 1}\n{"b": \n{"c": 3}\n', r"line 2 of the log .* is not a JSON record; remove"),
+        (b'{"a": 1}\n{"b": ', r"its last record \(line 2\) was cut short"),
+        (b'{"a": 1}\n{"b": 2}', r"its last record \(line 2\) is complete but has no newline"),
+    ]:
+        log.write_bytes(content)
+        with pytest.raises(ValueError, match=message):
+            check_json_lines(str(log), "the log")
+        assert log.read_bytes() == content
+
+
 def test_error_summary_names_what_failed():
+    """The line naming the error, not a backtrace frame; the last line otherwise."""
     traceback = (
         "Traceback (most recent call last):\n  1: foo\n  File x.cc\n"
         "TVMError: Check failed: a == b\n"
@@ -570,6 +646,14 @@ def test_error_summary_names_what_failed():
     assert error_summary(RuntimeError(traceback)) == "TVMError: Check failed: a == b"
     assert error_summary(RuntimeError("first\nlast")) == "last"
     assert error_summary(RuntimeError("")) == "RuntimeError"
+    # A backtrace frame naming an error class is not the message.
+    frames = (
+        "Traceback (most recent call last):\n"
+        "  12: tvm::relay::ErrorReporter::RenderErrors(tvm::IRModule const&, bool)\n"
+        "  11: tvm::codegen::Build(tvm::IRModule, tvm::Target)\n"
+        "InternalError: the loop bound is not an integer\n"
+    )
+    assert error_summary(RuntimeError(frames)) == "InternalError: the loop bound is not an integer"
 
 
 def test_shared_budget_grants_largest_shares_first():

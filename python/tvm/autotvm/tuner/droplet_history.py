@@ -61,7 +61,7 @@ def read_records(data_set: Union[str, bytes, os.PathLike, Iterable[Record]]) -> 
     records: List[Record] = []
     if isinstance(data_set, (str, bytes, os.PathLike)):
         path = os.fsdecode(data_set)
-        check_json_lines(path, "the AutoTVM log")
+        check_json_lines(path, "the AutoTVM log", comment_prefixes=(b"#",))
         with open(path) as log:
             for line_number, row in enumerate(log, 1):
                 if row.startswith("#"):  # as autotvm.record.load_from_file

@@ -24,10 +24,11 @@ measured once; the other point is told the same costs, uncounted), telling the
 results, and stopping.  Budget and failure limit are the search's own.
 """
 from collections import defaultdict
-from typing import Callable, Dict, Hashable, List, Optional, Sequence
+from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from .neighbourhood import Point
 from .search import Costs, DropletSearch, is_count
+from .statistics import mean
 
 Evaluate = Callable[
     [List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]
@@ -78,10 +79,31 @@ class BatchDriver:
         """Record a point measured before (see :meth:`DropletSearch.observe`).
 
         Its program is known from then on: a point reaching the same program is
-        told these costs instead of being measured.
+        told the costs of its record with the lowest mean (a failure when every
+        record failed) instead of being measured.
+
+        Parameters
+        ----------
+        point : Sequence[int]
+            A point of the search's box.
+        costs : Optional[Sequence[float]]
+            Its recorded costs, None or empty when it failed.
+        remeasure : bool
+            Whether the costs were measured under other conditions: should the
+            point be the centre, it is measured again, and points of the same
+            batch reaching its program wait for the new costs.
+
+        Raises
+        ------
+        RuntimeError
+            When measurements are outstanding (see :meth:`DropletSearch.observe`).
         """
         self.search.observe(point, costs, remeasure=remeasure)
-        self._known[self._identify(tuple(point))] = self.search.costs(point) or ()
+        key = self._identify(tuple(point))
+        observed = self.search.costs(point) or ()
+        known = self._known.get(key)
+        if known is None or (observed and (not known or mean(observed) < mean(known))):
+            self._known[key] = observed
 
     def run(self, evaluate: Evaluate) -> None:
         """Measure batches until the search finishes.
@@ -90,6 +112,14 @@ class BatchDriver:
         ----------
         evaluate : Evaluate
             Builds, runs, checks and records a batch of points.
+
+        Raises
+        ------
+        RuntimeError
+            When ``evaluate`` returns another number of results than points.
+        ValueError
+            When a cost is negative, infinite or not a number (see
+            :meth:`DropletSearch.tell`).
         """
         search = self.search
         while not search.finished:
@@ -103,15 +133,15 @@ class BatchDriver:
                 raise RuntimeError(
                     f"evaluate returned {len(results)} results for {len(fresh)} points"
                 )
-            self.measured += len(fresh)
             for point, costs in zip(fresh, results):
-                key = self._identify(point)
-                self._known[key] = tuple(costs) if costs else ()
                 search.tell(point, costs)
+                self.measured += 1
+                key = self._identify(point)
+                self._known[key] = search.costs(point)
                 for duplicate in waiting.pop(key, []):
                     search.tell(duplicate, costs, counted=False)
 
-    def _next_batch(self):
+    def _next_batch(self) -> Tuple[List[Point], Dict[Hashable, List[Point]]]:
         """New programs to measure; points of known programs are told at once."""
         search = self.search
         fresh: List[Point] = []
@@ -122,10 +152,14 @@ class BatchDriver:
             if not points:
                 break
             for point in points:
-                if search.costs(point) is not None:
-                    fresh.append(point)  # an observed centre, measured again on purpose
-                    continue
                 key = self._identify(point)
+                if search.costs(point) is not None:
+                    # An observed centre, measured again on purpose: points reaching
+                    # its program wait for the new costs.
+                    self._known.pop(key, None)
+                    keys[key] = point
+                    fresh.append(point)
+                    continue
                 if key in self._known:
                     self.duplicates += 1
                     search.tell(point, self._known[key], counted=False)

@@ -25,13 +25,15 @@ the line instead, and never changes the file.
 """
 import json
 import os
+from typing import Tuple
 
 
-def check_json_lines(path: str, what: str) -> int:
+def check_json_lines(path: str, what: str, comment_prefixes: Tuple[bytes, ...] = ()) -> int:
     """Check that every line of a JSON-lines file is a complete JSON value.
 
-    Blank lines and lines starting with ``#`` or a space (comments of AutoTVM
-    and auto-scheduler logs) are skipped.
+    Lines starting with one of ``comment_prefixes`` are skipped, the comments
+    the file's TVM reader skips; a blank line is refused, as TVM's readers
+    fail on it.
 
     Parameters
     ----------
@@ -39,6 +41,10 @@ def check_json_lines(path: str, what: str) -> int:
         The file; a missing or empty file holds no line.
     what : str
         What the file is, for messages (e.g. ``"the auto-scheduler log"``).
+    comment_prefixes : Tuple[bytes, ...]
+        How the lines that the file's reader skips start: ``(b"#",)`` for
+        AutoTVM logs, ``(b"#", b" ")`` for auto-scheduler logs, none for
+        MetaSchedule's JSON databases.
 
     Returns
     -------
@@ -48,9 +54,9 @@ def check_json_lines(path: str, what: str) -> int:
     Raises
     ------
     ValueError
-        Naming the file and the line: a line that is not JSON (cut short by a
-        process stopped mid-write, when it is the last one), or a last line
-        without its newline.
+        Naming the file and the line: a blank line, a line that is not JSON
+        (cut short by a process stopped mid-write, when it is the last one), or
+        a last line without its newline.
     """
     if not os.path.isfile(path):
         return 0
@@ -58,8 +64,14 @@ def check_json_lines(path: str, what: str) -> int:
         lines = stream.read().split(b"\n")
     records = 0
     for number, line in enumerate(lines[:-1], start=1):
-        if not line.strip() or line.startswith((b"#", b" ")):
+        if comment_prefixes and line.startswith(comment_prefixes):
             continue
+        if not line.strip():
+            raise ValueError(
+                f"line {number} of {what} {path} is not a JSON record but a blank line, on "
+                "which TVM's reader of the file fails; remove that line before using the file; "
+                "it was not changed"
+            )
         try:
             json.loads(line.decode("utf-8"))
         except ValueError:
@@ -71,9 +83,14 @@ def check_json_lines(path: str, what: str) -> int:
             ) from None
         records += 1
     if lines[-1].strip():
+        try:
+            json.loads(lines[-1].decode("utf-8"))
+            state = "is complete but has no newline"
+        except ValueError:
+            state = "was cut short by a process stopped mid-write"
         raise ValueError(
-            f"{what} {path} does not end with a newline: its last record (line {len(lines)}) was "
-            "cut short by a process stopped mid-write, and records appended to the file would be "
-            "glued to it; remove or complete that line before using the file; it was not changed"
+            f"{what} {path} does not end with a newline: its last record (line {len(lines)}) "
+            f"{state}, and records appended to the file would be glued to it; remove or "
+            "complete that line before using the file; it was not changed"
         )
     return records

@@ -30,7 +30,23 @@ TOLERANCE = 1e-3
 
 
 def random_array(shape: Sequence[int], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """A random kernel input: uniform in [-1, 1) for floats, small integers otherwise."""
+    """A random kernel input.
+
+    Parameters
+    ----------
+    shape : Sequence[int]
+        The array's shape.
+    dtype : str
+        Its data type.
+    rng : np.random.Generator
+        The source of the values.
+
+    Returns
+    -------
+    array : np.ndarray
+        Uniform in [-1, 1) for floats, integers in [-8, 8) (unsigned: [0, 8))
+        and booleans otherwise.
+    """
     shape = tuple(int(extent) for extent in shape)
     if dtype == "bool":
         return rng.integers(0, 2, shape).astype("bool")
@@ -52,13 +68,15 @@ def output_difference(
         The arrays to compare, in the same order.
     tolerance : float
         For floating-point arrays, the relative tolerance; the absolute
-        tolerance is ``tolerance`` times the largest magnitude of the reference
-        array.  Other arrays must be equal.
+        tolerance is ``tolerance`` times the largest finite magnitude of the
+        reference array.  NaN must meet NaN and an infinity the same infinity.
+        Other arrays must be equal.
 
     Returns
     -------
     difference : Optional[str]
-        A sentence describing the first mismatching array, None when all match.
+        A sentence describing the first mismatching array and where its values
+        differ most, None when all match.
     """
     if len(outputs) != len(reference):
         return f"{len(outputs)} outputs, expected {len(reference)}"
@@ -69,20 +87,23 @@ def output_difference(
                 f"expected {expected.dtype}{list(expected.shape)}"
             )
         if np.issubdtype(expected.dtype, np.floating):
-            scale = float(np.max(np.abs(expected))) if expected.size else 0.0
+            finite = np.abs(expected[np.isfinite(expected)])
+            scale = float(finite.max()) if finite.size else 0.0
             wrong = ~np.isclose(
                 output, expected, rtol=tolerance, atol=tolerance * max(scale, 1e-30), equal_nan=True
             )
         else:
             wrong = output != expected
         if wrong.any():
-            worst = np.unravel_index(
-                np.argmax(np.abs(output.astype("float64") - expected.astype("float64"))),
-                output.shape,
-            )
+            # The worst mismatch: the largest difference among the differing values,
+            # a NaN or infinity against a number first.
+            with np.errstate(invalid="ignore", over="ignore"):
+                distance = np.abs(output.astype("float64") - expected.astype("float64"))
+            distance = np.where(wrong, np.nan_to_num(distance, nan=np.inf), -1.0)
+            worst = np.unravel_index(np.argmax(distance), output.shape)
             where = tuple(int(i) for i in worst)
             return (
                 f"{int(wrong.sum())} of {wrong.size} values of output {index} differ "
-                f"(at {where}: {output[worst]!r}, expected {expected[worst]!r})"
+                f"(at {where}: {output[worst].item()!r}, expected {expected[worst].item()!r})"
             )
     return None

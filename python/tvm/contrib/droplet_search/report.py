@@ -15,6 +15,8 @@
 # specific language governing permissions and limitations
 # under the License.
 """What a Droplet Search reports: one result per task, and short error messages."""
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -46,9 +48,9 @@ class DropletResult:
     stop_reason : str
         Why the search ended.
     converged_after : Optional[int]
-        Measurements when the neighbourhood of the first descent's best point
-        was exhausted (where the original Droplet Search stops); None when the
-        search ended before.
+        Measurements when the neighbourhood of the best point was exhausted
+        (where the original Droplet Search stops); None when the search ended
+        before.
     record : Any
         The record of the best program found, when it is faster than the start.
     """
@@ -66,7 +68,11 @@ class DropletResult:
 
     @property
     def speedup(self) -> float:
-        """``before / after``: 1.0 when nothing improved."""
+        """``before / after``: 1.0 when nothing improved, infinity for a cost of zero."""
+        if self.after == self.before:
+            return 1.0
+        if self.after <= 0:
+            return math.inf
         return self.before / self.after
 
     @property
@@ -75,11 +81,19 @@ class DropletResult:
         return self.record is not None
 
 
+_FRAME = re.compile(r"^\d+: ")
+"""A frame of TVM's C++ backtrace (``12: tvm::relay::ErrorReporter::...``)."""
+
+_ERROR_LINE = re.compile(r"^([\w.]*(Error|Exception)\b|.*Check failed)")
+"""A line that names an error (``TVMError: ...``) or a failed check."""
+
+
 def error_summary(error: BaseException) -> str:
     """The line of an error message that says what failed, at most 300 characters.
 
-    TVM's messages carry a traceback; the first line naming an error or a failed
-    check is the useful one, else the last line.
+    TVM's messages carry a backtrace; the first line that starts with the
+    name of an error or says a check failed is the useful one, else the first
+    line outside the backtrace that mentions an error, else the last line.
 
     Parameters
     ----------
@@ -92,7 +106,11 @@ def error_summary(error: BaseException) -> str:
         One line.
     """
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-    for line in lines:
-        if "Error" in line or "Check failed" in line:
+    messages = [line for line in lines if not _FRAME.match(line)]
+    for line in messages:
+        if _ERROR_LINE.match(line):
+            return line[:300]
+    for line in messages:
+        if "Error" in line:
             return line[:300]
     return lines[-1][:300] if lines else type(error).__name__

@@ -151,7 +151,8 @@ def check_appendable(paths: Sequence[str]) -> None:
     Raises
     ------
     ValueError
-        When a line is not valid JSON or a file does not end with a newline.
+        When a line is blank or not valid JSON (TVM's reader fails on both), or
+        a file does not end with a newline.
     """
     for path in paths:
         check_json_lines(path, "the database file")
