@@ -77,8 +77,7 @@ def read_log(log_file: str) -> List[Record]:
     """Read every record of an auto-scheduler log, refusing a damaged one.
 
     Lines starting with ``#`` or a space are comments, as for
-    :class:`~tvm.auto_scheduler.RecordReader`; blank lines are skipped.  The log
-    is only read.
+    :class:`~tvm.auto_scheduler.RecordReader`.  The log is only read.
 
     Parameters
     ----------
@@ -93,26 +92,32 @@ def read_log(log_file: str) -> List[Record]:
     Raises
     ------
     ValueError
-        When the file does not exist, holds no record, has a line that is not
-        an auto-scheduler record, or its last line is incomplete or lacks its
-        newline (a process killed while writing it; TVM's readers reject such a
-        log too, or would glue the next record to it).
+        When the file does not exist, holds no record, has a blank line or a
+        line that is not an auto-scheduler record (TVM's reader fails on them
+        too), or its last line is incomplete or lacks its newline (a process
+        killed while writing it; the next record appended would be glued to it).
     """
     if not os.path.isfile(log_file):
         raise ValueError(f"the auto-scheduler log {log_file} does not exist")
-    check_json_lines(log_file, "the auto-scheduler log")
+    check_json_lines(log_file, "the auto-scheduler log", comment_prefixes=(b"#", b" "))
     records = []
     with open(log_file, encoding="utf-8") as stream:
         for number, line in enumerate(stream, 1):
-            if not line.strip() or line[0] in "# ":
+            if line[0] in "# ":
                 continue
             try:
-                records.append(load_record_from_string(line))
+                record = load_record_from_string(line)
             except TVMError as err:
                 raise ValueError(
                     f"line {number} of the auto-scheduler log {log_file} is not an "
                     f"auto-scheduler record: {error_summary(err)}"
                 ) from None
+            if record[0].task is None:  # e.g. "{}": TVM's reader gives an input without task
+                raise ValueError(
+                    f"line {number} of the auto-scheduler log {log_file} is not an "
+                    "auto-scheduler record: it names no task"
+                )
+            records.append(record)
     if not records:
         raise ValueError(f"the auto-scheduler log {log_file} holds no record")
     return records
@@ -167,15 +172,33 @@ def records_by_task(records: List[Record], target: str) -> Dict[str, TaskRecords
     return tasks
 
 
-def best_cost_of_workload(records: List[Record], workload_key: str) -> float:
-    """The lowest mean cost of a successful record of a workload, for any target.
+def best_cost_of_workload(records: List[Record], workload_key: str, target) -> float:
+    """The lowest mean cost of a successful record of a workload, for the targets that
+    share a key with ``target``.
 
     :class:`~tvm.auto_scheduler.ApplyHistoryBest` compares the records of a
-    workload across the targets that share a target key (e.g. ``cpu``).
+    workload across the targets that share a target key (e.g. ``cpu``), so a
+    record of another such target may be the one it picks.
+
+    Parameters
+    ----------
+    records : List[Record]
+        The records of a log.
+    workload_key : str
+        The workload.
+    target : Target
+        The target the records are compared for.
+
+    Returns
+    -------
+    cost : float
+        The lowest mean cost (seconds); infinity when no such record succeeded.
     """
+    keys = {str(key) for key in target.keys}
     costs = [
         costs_of(result)
         for measure_input, result in records
         if measure_input.task.workload_key == workload_key
+        and keys & {str(key) for key in measure_input.task.target.keys}
     ]
     return min((mean(value) for value in costs if value is not None), default=float("inf"))

@@ -21,17 +21,19 @@ best state of a task) and lists the parameters of its transform steps that can
 change without changing the structure of the program:
 
 - the tile lengths of every split step (``SP``) of a loop of the compute
-  definition: each length ranges over the divisors of the loop extent, and a
-  point is valid only when the product of the lengths of each split divides its
-  extent, so no split is silently padded and no two points give the same loop
-  nest.  (A split of a loop made by another split or a fuse keeps its lengths:
-  its extent depends on the other parameters.)  The innermost length of an
+  definition: each length ranges over the divisors of the loop extent (and the
+  state's own length), and a point is valid only when the product of the
+  lengths of each split it changes divides its extent, so no split is padded
+  that the state did not pad and no two points give the same loop nest.  (A
+  split of a loop made by another split or a fuse keeps its lengths: its
+  extent depends on the other parameters.)  The innermost length of an
   inner-to-outer split stays within ``max_innermost_factor``, the limit the
   sketch policy itself uses (its ``max_innermost_split_factor`` parameter);
 - the ``auto_unroll_max_step`` pragma (``PR``), over the values the sketch
   policy samples for the target;
-- the compute location (``CA``) of every stage that is not tiled itself (the
-  stages whose location the sketch policy mutates, e.g. a padding stage): the
+- on CPU targets, the compute location (``CA``) of every stage that is not
+  tiled itself (the stages whose location the sketch policy mutates, e.g. a
+  padding stage; it mutates none on other targets): the
   loops of its consumer outside the consumer's reduction (or, for a tiled
   consumer, outside its inner spatial tiles) and outside unrolled loops.  A
   location on a loop of extent one is the same program as the location one
@@ -184,6 +186,11 @@ class StateSpace:
         )
         self.dims: Tuple[int, ...] = tuple(len(parameter.values) for parameter in self.parameters)
         self.origin: Point = tuple(parameter.original for parameter in self.parameters)
+        # The split steps whose lengths are parameters; other splits keep the state's
+        # lengths, which need not divide their recorded extent (e.g. a split of a fused loop).
+        self._tiled_steps = sorted(
+            {parameter.step_index for parameter in self.parameters if parameter.kind == "tile"}
+        )
         self._states: Dict[Point, State] = {self.origin: self.origin_state}
         self._invalid: Dict[Point, str] = {}
 
@@ -195,6 +202,8 @@ class StateSpace:
         return self.task.compute_dag.infer_bound_from_state(measure_input.state)
 
     def _find_parameters(self) -> List[StateParameter]:
+        # The sketch policy mutates compute locations on CPU targets only.
+        is_cpu = "cpu" in [str(key) for key in self.task.target.keys]
         parameters = []
         for index, step in enumerate(self.steps):
             kind = step[0]
@@ -204,7 +213,7 @@ class StateSpace:
                 max_step = _auto_unroll_step(step[3])
                 values, original = _value_line(max_step, self.auto_unroll_max_steps)
                 parameters.append(StateParameter("unroll", index, 0, values, original))
-            elif kind == "CA":
+            elif kind == "CA" and is_cpu:
                 parameter = self._compute_at_parameter(index, step)
                 if parameter is not None:
                     parameters.append(parameter)
@@ -338,8 +347,9 @@ class StateSpace:
 
     def _find_invalid_reason(self, point: Point) -> Optional[str]:
         steps = self.steps_of(point)
-        for index, step in enumerate(steps):
-            if step[0] == "SP" and int(step[3]) > 0 and int(step[3]) % math.prod(step[4]) != 0:
+        for index in self._tiled_steps:
+            step = steps[index]
+            if step[4] != self.steps[index][4] and int(step[3]) % math.prod(step[4]) != 0:
                 return (
                     f"the tile lengths {step[4]} of split step {index} do not divide "
                     f"its extent {step[3]}"
@@ -401,7 +411,9 @@ class StateSpace:
         Returns
         -------
         point : Optional[Point]
-            None when the steps are not this state's, step by step.
+            None when the steps are not this state's kinds on the same stages
+            and loops, step by step (their other fields, e.g. an annotation,
+            may differ: only the parameter values are taken over).
         """
         if len(steps) != len(self.steps) or any(
             theirs[:3] != ours[:3] for theirs, ours in zip(steps, self.steps)

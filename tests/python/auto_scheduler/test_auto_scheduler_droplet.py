@@ -81,13 +81,13 @@ def conv2d_tensors():
     return [data, kernel, out]
 
 
-def make_task(tensors):
+def make_task(tensors, target=None):
     """A task of a compute DAG, registered so that measuring processes can rebuild it."""
     dag = auto_scheduler.ComputeDAG(tensors)
     workload_key = dag.workload_key()
     register_workload_tensors(workload_key, tensors)
     return auto_scheduler.SearchTask(
-        compute_dag=dag, workload_key=workload_key, target=host_target()
+        compute_dag=dag, workload_key=workload_key, target=target or host_target()
     )
 
 
@@ -204,6 +204,36 @@ def test_space_compute_location():
     ]
 
 
+def test_space_around_a_split_that_does_not_divide():
+    """A split of the state that does not divide its loop does not make its moves invalid."""
+    task = make_task(matmul_tensors())
+    state = tiled_matmul_state(task, lengths=(8, 4, 48, 4))  # 48 does not divide 128
+    space = StateSpace(task, state)
+    tiles = [parameter for parameter in space.parameters if parameter.kind == "tile"]
+    assert tiles[2].values[tiles[2].original] == 48
+    larger_i = list(space.origin)
+    larger_i[space.parameters.index(tiles[0])] += 1
+    assert space.is_valid(larger_i), space.invalid_reason(larger_i)
+    other_j = list(space.origin)
+    other_j[space.parameters.index(tiles[2])] += 1  # 64 divides 128
+    assert space.is_valid(other_j)
+
+
+def test_space_has_no_compute_location_on_gpus():
+    """The sketch policy mutates compute locations on CPU targets only."""
+    dag = auto_scheduler.ComputeDAG(conv2d_tensors())
+    # Given hardware parameters, the task needs no CUDA device to be made.
+    hardware = auto_scheduler.HardwareParams(-1, 16, 64, 49152, 2**31 - 1, 1024, 8, 32)
+    task = auto_scheduler.SearchTask(
+        compute_dag=dag,
+        workload_key=dag.workload_key(),
+        target=tvm.target.Target("cuda", host=host_target()),
+        hardware_params=hardware,
+    )
+    space = StateSpace(task, conv2d_state_with_compute_at(task, 3))
+    assert space.parameters and all(p.kind != "compute_at" for p in space.parameters)
+
+
 @pytest.mark.parametrize("workload", ["matmul", "conv2d"])
 def test_space_walk_proposes_valid_distinct_states(workload):
     """Space walk proposes valid distinct states."""
@@ -275,10 +305,10 @@ def local_runner():
     return auto_scheduler.LocalRunner(number=4, repeat=3, min_repeat_ms=20, timeout=60)
 
 
-def tuning_options(log_file=None, runner=None, callbacks=()):
+def tuning_options(log_file=None, runner=None, callbacks=(), per_round=EXPLORATION_TRIALS):
     recorders = [auto_scheduler.RecordToFile(log_file)] if log_file else []
     return auto_scheduler.TuningOptions(
-        num_measures_per_round=EXPLORATION_TRIALS,
+        num_measures_per_round=per_round,
         builder=auto_scheduler.LocalBuilder(timeout=120),
         runner=runner or local_runner(),
         measure_callbacks=recorders + list(callbacks),
@@ -304,13 +334,17 @@ class RecordCollector(PythonBasedMeasureCallback):
 
 @pytest.fixture(scope="module", name="explored")
 def fixture_explored(tmp_path_factory):
-    """Explore a matmul and a conv2d with the auto-scheduler, then exploit them."""
+    """Explore a matmul and a conv2d with the auto-scheduler, then exploit them.
+
+    Rounds of 3 do not divide the 4 trials of each task: the task scheduler,
+    which bounds only the trials of all tasks, would give them 6 and 3.
+    """
     log_file = str(tmp_path_factory.mktemp("droplet") / "tuning.json")
     tasks = [make_task(matmul_tensors()), make_task(conv2d_tensors())]
     collector = RecordCollector()
     results = auto_scheduler.explore_and_exploit(
         tasks,
-        tuning_options(log_file, callbacks=[collector]),
+        tuning_options(log_file, callbacks=[collector], per_round=3),
         log_file,
         exploration_trials=EXPLORATION_TRIALS,
         exploitation_trials=EXPLOITATION_TRIALS,
@@ -550,6 +584,25 @@ def test_exploitation_appends_what_it_measured(tmp_path, monkeypatch):
 
 
 @tvm.testing.requires_llvm
+def test_task_whose_exploration_failed_is_passed_over(tmp_path):
+    """A task whose every record failed is not exploited; the others are."""
+    task, conv = make_task(matmul_tensors()), make_task(conv2d_tensors())
+    log_file = synthetic_log(tmp_path, task, tiled_matmul_state(task))
+    failed = auto_scheduler.MeasureResult(
+        [1e10], auto_scheduler.measure.MeasureErrorNo.RUNTIME_DEVICE, "", 0.0, 0.0
+    )
+    conv_input = auto_scheduler.MeasureInput(conv, conv2d_state_with_compute_at(conv, 3))
+    auto_scheduler.save_records(log_file, [conv_input], [failed])
+    # One record each: both explored already.
+    results = auto_scheduler.explore_and_exploit(
+        [task, conv], tuning_options(log_file), log_file, 1, 2
+    )
+    assert [result.exploitation_trials for result in results] == [2, 0]
+    assert results[1].stop_reason.startswith("no successful record")
+    assert results[1].exploration_trials == 1 and results[1].speedup == 1.0
+
+
+@tvm.testing.requires_llvm
 def test_shared_budget_goes_to_the_largest_share(tmp_path):
     """With task weights and a global budget, the weighted slowest task is exploited first.
 
@@ -664,13 +717,16 @@ def test_corrupt_line_is_refused(valid_log):
     )
 
 
-def test_line_that_is_not_a_record_is_refused(valid_log):
+@pytest.mark.parametrize("line", ['{"a": 1}\n', "{}\n", "\n"])
+def test_line_that_is_not_a_record_is_refused(valid_log, line):
     _, log_file = valid_log
+    with open(log_file, encoding="utf-8") as stream:
+        record = stream.readline()
     with open(log_file, "a", encoding="utf-8") as stream:
-        stream.write('{"a": 1}\n')
+        stream.write(line + record)  # not the last line: it is not cut short
     _assert_refused(
         log_file,
-        "line 2 .* is not an auto-scheduler record",
+        "line 2 .* is not a(n auto-scheduler| JSON) record",
         lambda: auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 8),
     )
 
@@ -706,6 +762,10 @@ def test_zero_budgets_are_refused(valid_log):
         ({"pvalue": "0.05"}, "pvalue must be in"),
         ({"batch_size": 0}, "batch_size must be a positive number"),
         ({"batch_size": 2.5}, "batch_size must be a positive number"),
+        ({"max_innermost_factor": 2.5}, "max_innermost_factor must be a positive"),
+        ({"output_tolerance": -1e-3}, "output_tolerance must be a finite"),
+        ({"output_tolerance": float("nan")}, "output_tolerance must be a finite"),
+        ({"check_timeout": 0}, "check_timeout must be a positive"),
         (
             {"tuning_options": {"runner": "local"}},
             "tuning_options must be an auto_scheduler.TuningOptions",
@@ -772,6 +832,62 @@ def test_bad_weights_and_global_budget_are_refused(valid_log):
             [task], tuning_options(log_file), log_file, 8, 8, max_trials_global=0
         ),
     )
+
+
+def test_task_of_another_target_is_refused(valid_log):
+    """A task of another target, a target the output check cannot run, a policy per task."""
+    task, log_file = valid_log
+    other = tvm.target.Target("llvm -mtriple=aarch64-linux-gnu")
+    foreign = make_task(matmul_tensors(), target=other)
+    _assert_refused(
+        log_file,
+        "is for target .*aarch64",
+        lambda: auto_scheduler.droplet_exploit(
+            log_file, host_target(), tuning_options(), 8, tasks=[foreign]
+        ),
+    )
+    _assert_refused(
+        log_file,
+        "search_policy has 2 policies for 1 tasks",
+        lambda: auto_scheduler.explore_and_exploit(
+            [task], tuning_options(log_file), log_file, 8, 8, search_policy=[None, None]
+        ),
+    )
+    # Refused before anything is measured: the check would fail at the first candidate.
+    foreign_log = str(os.path.join(os.path.dirname(log_file), "aarch64.json"))
+    save = auto_scheduler.MeasureInput(foreign, tiled_matmul_state(foreign))
+    result = auto_scheduler.MeasureResult([1.0], 0, "", 0.0, 0.0)
+    auto_scheduler.save_records(foreign_log, [save], [result])
+    _assert_refused(
+        foreign_log,
+        "cannot be built and run on this host.*pass check_outputs=False",
+        lambda: auto_scheduler.droplet_exploit(foreign_log, other, tuning_options(), 4),
+    )
+
+
+@tvm.testing.requires_llvm
+def test_interrupted_check_keeps_the_checked_records(tmp_path, monkeypatch):
+    """A check that raises loses none of its batch's records that needed no check or passed one."""
+    task = make_task(matmul_tensors())
+    # At 1 s the logged start is slower than any candidate: each would be the best, checked.
+    log_file = synthetic_log(tmp_path, task, naive_matmul_state(task), cost=1.0)
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    checked = []
+    difference = StateOutputChecker.difference
+
+    def interrupted(self, task, state, library=None):
+        checked.append(json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))))
+        if len(checked) == 2:
+            raise RuntimeError("interrupted during the second check")
+        return difference(self, task, state, library)
+
+    monkeypatch.setattr(StateOutputChecker, "difference", interrupted)
+    with pytest.raises(RuntimeError, match="interrupted during the second check"):
+        auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 4, batch_size=4)
+    appended = appended_records(log_file, before)
+    successes = [json.dumps(steps_of(inp)) for inp, res in appended if res.error_no == 0]
+    assert successes == checked[:1], "the checked record is kept, the unchecked ones are not"
 
 
 def test_task_without_records_is_refused(valid_log):
