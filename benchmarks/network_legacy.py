@@ -209,7 +209,7 @@ class Network:
 
         def task_ms(log: Path) -> List[float]:
             records = list(auto_scheduler.load_records(str(log)))
-            return [1e3 * best_cost_of_workload(records, task.workload_key) for task in tasks]
+            return [1e3 * best_cost_of_workload(records, task.workload_key, task.target) for task in tasks]
 
         long_run = MethodRun(self.spec.label, f"ansor-{args.factor}K", notes=note)
         clock = Clock(long_run)

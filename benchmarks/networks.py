@@ -58,6 +58,7 @@ Methods (``--schedulers``):
 import argparse
 import importlib.util
 import json
+import shutil
 import sys
 import tempfile
 import time
@@ -257,6 +258,10 @@ def parse_args(line: str) -> argparse.Namespace:
         "same global budget (--tasks x --post-trials), as ms-N+droplet-by-time-capC",
     )
     parser.add_argument(
+        "--keep-logs", action="store_true",
+        help="copy the tuning logs and databases into OUT/logs-NETWORK (for analysis after the run)",
+    )
+    parser.add_argument(
         "--population", type=int, default=256,
         help="evolutionary search population of Ansor and MetaSchedule (0: theirs, 2048 and 512)",
     )
@@ -342,6 +347,10 @@ def main() -> int:
             for _ in range(args.timing_rounds):
                 for method, compiled in finals.items():
                     latencies[method].append(compiled.time_once())
+            if args.keep_logs:
+                kept = args.out / f"logs-{spec.label}"
+                shutil.copytree(workdir, kept, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.onnx", "*.so", "*.tar"))
+                print(f"  {spec.label}: tuning logs kept in {kept}", flush=True)
         references = {key: median(latencies[key]) * 1e3 for key in ("onnxruntime", "tvm-untuned")}
         plot = plot_latency(
             args.out / f"{spec.label}-{args.line}.png", f"{spec.label}: end-to-end latency ({args.line} line)", runs, references
