@@ -17,8 +17,8 @@
 """The Droplet Search space around one auto-scheduler state.
 
 A :class:`StateSpace` takes a state found by the auto-scheduler (usually the
-best state of a task) and lists the parameters of its transform steps that can
-change without changing the structure of the program:
+best state of a task) and lists the parameters of its transform steps that the
+sketch policy samples or mutates, each a dimension of the space:
 
 - the tile lengths of every split step (``SP``) of a loop of the compute
   definition: each length ranges over the divisors of the loop extent (and the
@@ -33,20 +33,31 @@ change without changing the structure of the program:
   policy samples for the target;
 - on CPU targets, the compute location (``CA``) of every stage that is not
   tiled itself (the stages whose location the sketch policy mutates, e.g. a
-  padding stage; it mutates none on other targets): the
-  loops of its consumer outside the consumer's reduction (or, for a tiled
-  consumer, outside its inner spatial tiles) and outside unrolled loops.  A
-  location on a loop of extent one is the same program as the location one
-  loop further out, so it is valid only for the state's own choice.
+  padding stage; it mutates none on other targets): the loops of its consumer
+  outside the consumer's reduction (or, for a tiled consumer, outside its
+  inner spatial tiles) and outside unrolled loops, and, when the consumer is
+  itself computed at a stage, that stage's loops outside the consumer (the
+  candidates of the sketch policy's compute-location mutation).  A location on
+  a loop of extent one is the same program as the location one loop further
+  out, so it is valid only for the state's own choice;
+- on CPU targets, the tiling level a fused consumer follows (the follow splits,
+  ``FSP``, of the sketch rule that tiles a stage with its elementwise consumer:
+  levels 1 and 2, two sketches of the policy): the follow splits, the reorder
+  after them and the loop the tiled stage is computed at change with it;
+- the number of outer loops fused into the parallel loop (a fuse step,
+  ``FU``, from loop 0, followed by its ``parallel`` annotation: what the sketch
+  policy's parallel mutation changes).
 
 Every dimension lists its values in their natural order (tile lengths and
-unroll steps ascending, compute locations from the outermost loop in), so that
-neighbouring indices are similar programs: a tile of 8 is one step from 4 and
-16.  The point of the given state, :attr:`StateSpace.origin`, is where the
-search starts; it is usually not the all-zero corner of the box.  Followed
-splits (``FSP``, ``FFSP``) read the lengths of the split they follow and so
-stay consistent.  Every valid point is replayed on the compute DAG; a point
-whose steps do not replay is invalid.
+unroll steps ascending, compute locations from the outermost loop in, levels
+and fused loops by number), so that neighbouring indices are similar programs:
+a tile of 8 is one step from 4 and 16.  The point of the given state,
+:attr:`StateSpace.origin`, is where the search starts; it is usually not the
+all-zero corner of the box.  Followed splits (``FSP``, ``FFSP``) read the
+lengths of the split they follow and so stay consistent; the loop numbers of
+the later annotations and pragmas of a stage whose loops a point renumbers
+(another follow level, another fuse) follow their loops.  Every valid point is
+replayed on the compute DAG; a point whose steps do not replay is invalid.
 
 A point is a tuple of integers, the representation of the Droplet Search
 engine (:mod:`tvm.contrib.droplet_search`); it maps to exact parameter values
@@ -55,7 +66,7 @@ and back (:meth:`StateSpace.state`, :meth:`StateSpace.point_of`).
 import json
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Hashable, List, Optional, Sequence, Set, Tuple
 
 from tvm._ffi.base import TVMError
 from tvm.autotvm.task.space import get_factors
@@ -77,9 +88,13 @@ CPU_AUTO_UNROLL_MAX_STEPS = (0, 16, 64, 512)
 GPU_AUTO_UNROLL_MAX_STEPS = (0, 16, 64, 512, 1024)
 """The ``auto_unroll_max_step`` values the sketch policy samples for GPU tasks."""
 
+CPU_FOLLOW_LEVELS = (1, 2)
+"""The tiling levels a fused elementwise consumer follows in the sketches for CPU tasks."""
+
 _REDUCTION_ITERATOR = 1  # IteratorKind::kReduction
 _SPATIAL_ITERATOR = 0  # IteratorKind::kSpatial
 _UNROLL_ANNOTATION = 1  # IteratorAnnotation::kUnroll
+_PARALLEL_ANNOTATION = 3  # IteratorAnnotation::kParallel
 
 
 @dataclass(frozen=True)
@@ -90,12 +105,16 @@ class StateParameter:
     ----------
     kind : str
         ``"tile"`` (a length of a split step), ``"unroll"`` (the value of an
-        auto-unroll pragma) or ``"compute_at"`` (the loop a stage is computed at).
+        auto-unroll pragma), ``"compute_at"`` (the stage and loop a stage is
+        computed at, a pair), ``"follow_level"`` (the tiling level the follow
+        splits of a fused consumer follow) or ``"parallel_fuse"`` (the number of
+        outer loops fused into a parallel loop).
     step_index : int
-        The position of the step in the state's transform steps.
+        The position of the step in the state's transform steps (for
+        ``"follow_level"``, of the first follow split).
     position : int
         For ``"tile"``, the index of the length in the split's lengths; 0 otherwise.
-    values : Tuple[int, ...]
+    values : Tuple[Hashable, ...]
         The values of the dimension, in their natural order.
     original : int
         The index in ``values`` of the original state's value.
@@ -104,7 +123,7 @@ class StateParameter:
     kind: str
     step_index: int
     position: int
-    values: Tuple[int, ...]
+    values: Tuple[Hashable, ...]
     original: int
 
     @property
@@ -113,6 +132,32 @@ class StateParameter:
         if self.kind == "tile":
             return f"tile[{self.step_index}][{self.position}]"
         return f"{self.kind}[{self.step_index}]"
+
+
+@dataclass(frozen=True)
+class _FollowBlock:
+    """The steps of one fused consumer's follow tiling (the sketch policy's ``FollowTiling``).
+
+    ``split_steps`` are the consumer's follow splits, one per spatial loop,
+    ``reorder_step`` the reorder after them (outer tiles first) and
+    ``attach_step`` the compute-at of the tiled producer at the last loop of
+    ``level`` levels.
+    """
+
+    consumer: int
+    producer: int
+    split_steps: Tuple[int, ...]
+    reorder_step: int
+    attach_step: int
+    level: int
+
+    def loop_after(self, loop: int, level: int) -> Optional[int]:
+        """The number at ``level`` of the consumer's loop ``loop`` (numbered at
+        :attr:`level`), before any fuse; None when that loop is not one loop any more."""
+        spatial = len(self.split_steps)
+        if loop >= spatial * self.level:  # the innermost level
+            return loop + spatial * (level - self.level)
+        return loop if loop < spatial * min(level, self.level) else None
 
 
 def _value_line(original: int, others: Sequence[int]) -> Tuple[Tuple[int, ...], int]:
@@ -129,15 +174,25 @@ def _auto_unroll_step(pragma) -> Optional[int]:
     return int(text[len(AUTO_UNROLL_PRAGMA) :])
 
 
-def _value_in_step(parameter: StateParameter, step: list) -> Optional[int]:
+def _value_in_step(parameter: StateParameter, step: list) -> Optional[Hashable]:
     """The value a step (record format) gives a parameter: a tile length, the auto-unroll
-    step or the compute location; None when it gives none (an unknown length, another pragma)."""
+    step, the compute location, the follow level or the number of fused loops; None when it
+    gives none (an unknown length, another pragma)."""
     if parameter.kind == "tile":
         length = step[4][parameter.position]
         return None if length is None else int(length)
     if parameter.kind == "unroll":
         return _auto_unroll_step(step[3])
-    return int(step[3])
+    if parameter.kind == "compute_at":
+        return (int(step[2]), int(step[3]))
+    if parameter.kind == "follow_level":
+        return int(step[4])
+    return len(step[2])
+
+
+def _is_tiled(stage) -> bool:
+    """Whether a stage (of a replayed state) is tiled: one of its loops is an outer split."""
+    return any(iterator.name.endswith(".0") for iterator in stage.iters)
 
 
 class StateSpace:
@@ -181,6 +236,11 @@ class StateSpace:
         )
         self.steps: List[list] = self._input_record[1][1]
         self.origin_state = self._replay(self.steps)
+        # The follow tilings of fused consumers, by the index of their first follow split.
+        self._follow_blocks: Dict[int, _FollowBlock] = {}
+        # The consumer of each stage whose compute location may move out to its consumer's
+        # location, by the index of the compute-at step.
+        self._compute_consumers: Dict[int, int] = {}
         self.parameters: Tuple[StateParameter, ...] = tuple(
             parameter for parameter in self._find_parameters() if len(parameter.values) > 1
         )
@@ -191,6 +251,8 @@ class StateSpace:
         self._tiled_steps = sorted(
             {parameter.step_index for parameter in self.parameters if parameter.kind == "tile"}
         )
+        # The steps whose fields besides their kind and stage a point may change.
+        self._shaped_steps: Set[int] = self._find_shaped_steps()
         self._states: Dict[Point, State] = {self.origin: self.origin_state}
         self._invalid: Dict[Point, str] = {}
 
@@ -202,21 +264,27 @@ class StateSpace:
         return self.task.compute_dag.infer_bound_from_state(measure_input.state)
 
     def _find_parameters(self) -> List[StateParameter]:
-        # The sketch policy mutates compute locations on CPU targets only.
+        # The sketch policy mutates compute locations, follow levels and parallel fuses on
+        # CPU targets only.
         is_cpu = "cpu" in [str(key) for key in self.task.target.keys]
         parameters = []
         for index, step in enumerate(self.steps):
             kind = step[0]
+            parameter = None
             if kind == "SP":
                 parameters.extend(self._tile_parameters(index, step))
             elif kind == "PR" and _auto_unroll_step(step[3]) is not None:
                 max_step = _auto_unroll_step(step[3])
                 values, original = _value_line(max_step, self.auto_unroll_max_steps)
-                parameters.append(StateParameter("unroll", index, 0, values, original))
+                parameter = StateParameter("unroll", index, 0, values, original)
             elif kind == "CA" and is_cpu:
                 parameter = self._compute_at_parameter(index, step)
-                if parameter is not None:
-                    parameters.append(parameter)
+            elif kind == "FSP" and is_cpu:
+                parameter = self._follow_level_parameter(index)
+            elif kind == "FU" and is_cpu:
+                parameter = self._parallel_fuse_parameter(index, step)
+            if parameter is not None:
+                parameters.append(parameter)
         return parameters
 
     def _tile_parameters(self, index: int, step: list) -> List[StateParameter]:
@@ -238,28 +306,204 @@ class StateSpace:
             parameters.append(StateParameter("tile", index, position, values, original))
         return parameters
 
-    def _compute_at_parameter(self, index: int, step: list) -> Optional[StateParameter]:
-        # ["CA", stage_id, target_stage_id, target_iter_id]
-        stage_id, target_stage_id, target_iter_id = int(step[1]), int(step[2]), int(step[3])
-        before = self._replay(self.steps[:index])
-        if any(iterator.name.endswith(".0") for iterator in before.stages[stage_id].iters):
-            return None  # a tiled stage: its location is part of its tiling structure
-        target = before.stages[target_stage_id]
-        target_is_tiled = any(iterator.name.endswith(".0") for iterator in target.iters)
+    @staticmethod
+    def _locations(stage) -> List[int]:
+        """The loops of a stage another stage may be computed at (the sketch policy's rule):
+        outside its reduction, or for a tiled stage outside its inner spatial tiles, and
+        outside unrolled loops."""
+        is_tiled = _is_tiled(stage)
         locations = []
         visited_reduction = False
-        for iter_id, iterator in enumerate(target.iters):
+        for iter_id, iterator in enumerate(stage.iters):
             if int(iterator.iter_kind) == _REDUCTION_ITERATOR:
                 visited_reduction = True
-                if not target_is_tiled:
+                if not is_tiled:
                     break
             elif int(iterator.iter_kind) == _SPATIAL_ITERATOR and visited_reduction:
                 break
             if int(iterator.annotation) == _UNROLL_ANNOTATION:
                 break
             locations.append(iter_id)
-        values, original = _value_line(target_iter_id, locations)
-        return StateParameter("compute_at", index, 0, values, original)
+        return locations
+
+    @staticmethod
+    def _single_consumer(state: State, stage_id: int) -> Optional[int]:
+        """The one stage that reads a stage's output, None when there are several or none."""
+        operation = state.stages[stage_id].op
+        consumers = [
+            index
+            for index, stage in enumerate(state.stages)
+            if any(tensor.op.same_as(operation) for tensor in stage.op.input_tensors)
+        ]
+        return consumers[0] if len(consumers) == 1 else None
+
+    @staticmethod
+    def _attachment(steps: Sequence[list], stage_id: int) -> Optional[Tuple[int, int]]:
+        """The stage and loop the last compute-at step of ``steps`` attaches a stage to."""
+        for step in reversed(steps):
+            if step[0] == "CA" and int(step[1]) == stage_id:
+                return int(step[2]), int(step[3])
+        return None
+
+    def _compute_at_parameter(self, index: int, step: list) -> Optional[StateParameter]:
+        # ["CA", stage_id, target_stage_id, target_iter_id]
+        stage_id, target_stage_id, target_iter_id = int(step[1]), int(step[2]), int(step[3])
+        before = self._replay(self.steps[:index])
+        if _is_tiled(before.stages[stage_id]):
+            return None  # a tiled stage: its location is part of its tiling structure
+        original = (target_stage_id, target_iter_id)
+        locations: List[Tuple[int, int]] = []
+        consumer = self._single_consumer(before, stage_id)
+        if consumer is not None:
+            # The loops of the stage the consumer is computed at, outside the consumer,
+            # then the consumer's own loops: from the outermost loop in.
+            outer = self._attachment(self.steps[:index], consumer)
+            if outer is not None:
+                outer_stage, attach_loop = outer
+                block = next(
+                    (
+                        block
+                        for block in self._follow_blocks.values()
+                        if block.consumer == outer_stage and block.producer == consumer
+                    ),
+                    None,
+                )
+                if block is not None:  # another follow level attaches the consumer elsewhere
+                    deepest = max(self._follow_levels(block))
+                    attach_loop = max(attach_loop, len(block.split_steps) * deepest - 1)
+                iterators = before.stages[outer_stage].iters
+                for loop in range(attach_loop):
+                    if loop < len(iterators) and (
+                        int(iterators[loop].iter_kind) == _REDUCTION_ITERATOR
+                        or int(iterators[loop].annotation) == _UNROLL_ANNOTATION
+                    ):
+                        break
+                    locations.append((outer_stage, loop))
+            locations += [(consumer, loop) for loop in self._locations(before.stages[consumer])]
+        if original in locations:
+            self._compute_consumers[index] = consumer
+        else:  # not at its consumer: the loops of the stage it is computed at
+            own = self._locations(before.stages[target_stage_id])
+            locations = sorted({(target_stage_id, loop) for loop in own} | {original})
+        return StateParameter("compute_at", index, 0, tuple(locations), locations.index(original))
+
+    def _follow_levels(self, block: _FollowBlock) -> Tuple[int, ...]:
+        """The levels a follow tiling may take: the sketch policy's, within the followed splits."""
+        splits = min(len(self.steps[int(self.steps[index][3])][4]) for index in block.split_steps)
+        return tuple(
+            sorted({level for level in CPU_FOLLOW_LEVELS if level <= splits} | {block.level})
+        )
+
+    def _later_steps_renumberable(self, stage_id: int, after: int, attached: bool) -> bool:
+        """Whether the steps after ``after`` leave the stage numbering alone and, on the
+        stage ``stage_id``, only annotate it, add pragmas or fuse it (steps whose loop
+        numbers :meth:`_renumber` follows); with ``attached`` False, no later step
+        computes a stage at one of its loops either."""
+        for step in self.steps[after + 1 :]:
+            if step[0] in ("CHR", "CHW", "RF"):
+                return False
+            if int(step[1]) == stage_id and step[0] not in ("AN", "PR", "FU"):
+                return False
+            if not attached and step[0] == "CA" and int(step[2]) == stage_id:
+                return False
+        return True
+
+    def _follow_level_parameter(self, index: int) -> Optional[StateParameter]:
+        """The follow level of the follow tiling starting at step ``index``, when its steps
+        are exactly those of the sketch policy's follow tiling."""
+        first = self.steps[index]
+        consumer, level = int(first[1]), int(first[4])
+        previous = self.steps[index - 1] if index > 0 else None
+        if previous is not None and previous[0] == "FSP" and int(previous[1]) == consumer:
+            return None  # not the first follow split of its block
+        split_steps = []
+        position = index
+        while (
+            position < len(self.steps)
+            and self.steps[position][0] == "FSP"
+            and int(self.steps[position][1]) == consumer
+        ):
+            split_steps.append(position)
+            position += 1
+        spatial = len(split_steps)
+        for loop, split_index in enumerate(split_steps):
+            split = self.steps[split_index]
+            if int(split[2]) != loop * (level + 1) or int(split[4]) != level:
+                return None
+        order = [
+            depth + loop * (level + 1) for depth in range(level + 1) for loop in range(spatial)
+        ]
+        if position >= len(self.steps):
+            return None
+        reorder = self.steps[position]
+        if reorder[0] != "RE" or int(reorder[1]) != consumer or list(reorder[2]) != order:
+            return None
+        if len(self._replay(self.steps[:index]).stages[consumer].iters) != spatial:
+            return None
+        producer = int(self.steps[int(first[3])][1])
+        attach_step = next(
+            (
+                later
+                for later in range(position + 1, len(self.steps))
+                if self.steps[later][0] == "CA" and int(self.steps[later][1]) == producer
+            ),
+            None,
+        )
+        if attach_step is None or self.steps[attach_step][2:] != [consumer, spatial * level - 1]:
+            return None
+        if not self._later_steps_renumberable(consumer, position, attached=True):
+            return None
+        block = _FollowBlock(consumer, producer, tuple(split_steps), position, attach_step, level)
+        self._follow_blocks[index] = block
+        levels = self._follow_levels(block)
+        return StateParameter("follow_level", index, 0, levels, levels.index(level))
+
+    def _parallel_fuse_parameter(self, index: int, step: list) -> Optional[StateParameter]:
+        """The number of loops of a fuse from loop 0 whose loop is then made parallel."""
+        # ["FU", stage_id, fused_ids]; ["AN", stage_id, iter_id, annotation]
+        stage_id, fused = int(step[1]), [int(loop) for loop in step[2]]
+        if not fused or fused != list(range(len(fused))) or index + 1 >= len(self.steps):
+            return None
+        annotation = self.steps[index + 1]
+        if annotation[0] != "AN" or annotation[1:] != [stage_id, 0, _PARALLEL_ANNOTATION]:
+            return None
+        if not self._later_steps_renumberable(stage_id, index, attached=False):
+            return None
+        fusable = 0
+        for iterator in self._replay(self.steps[:index]).stages[stage_id].iters:
+            if int(iterator.iter_kind) == _REDUCTION_ITERATOR or int(iterator.annotation) != 0:
+                break
+            fusable += 1
+        for block in self._follow_blocks.values():
+            if block.consumer == stage_id:  # a deeper follow level has more loops
+                deepest = max(self._follow_levels(block))
+                fusable += len(block.split_steps) * max(0, deepest - block.level)
+        values, original = _value_line(len(fused), range(1, fusable + 1))
+        return StateParameter("parallel_fuse", index, 0, values, original)
+
+    def _find_shaped_steps(self) -> Set[int]:
+        shaped: Set[int] = set()
+        renumbered_from: Dict[int, int] = {}  # stage -> the step after which loops may move
+        for parameter in self.parameters:
+            if parameter.kind == "compute_at":
+                shaped.add(parameter.step_index)
+            elif parameter.kind == "follow_level":
+                block = self._follow_blocks[parameter.step_index]
+                shaped.update(block.split_steps)
+                shaped.update((block.reorder_step, block.attach_step))
+                renumbered_from[block.consumer] = block.reorder_step
+            elif parameter.kind == "parallel_fuse":
+                stage_id = int(self.steps[parameter.step_index][1])
+                after = renumbered_from.get(stage_id, parameter.step_index - 1)
+                renumbered_from[stage_id] = min(after, parameter.step_index - 1)
+        for stage_id, after in renumbered_from.items():
+            shaped.update(
+                index
+                for index in range(after + 1, len(self.steps))
+                if int(self.steps[index][1]) == stage_id
+                and self.steps[index][0] in ("AN", "PR", "FU")
+            )
+        return shaped
 
     # ------------------------------------------------------------- points
     def _check_in_box(self, point: Sequence[int]) -> Point:
@@ -281,10 +525,17 @@ class StateSpace:
         Returns
         -------
         steps : List[list]
-            The original steps with the point's parameter values substituted.
+            The original steps with the point's parameter values substituted
+            (and the loop numbers of later steps of a stage whose loops the
+            point renumbers following their loops).
         """
-        point = self._check_in_box(point)
+        return self._shaped(self._check_in_box(point))[0]
+
+    def _shaped(self, point: Point) -> Tuple[List[list], Optional[str]]:
+        """The steps of a point, and why a later step's loop has no number in it (or None)."""
         steps = json.loads(json.dumps(self.steps))
+        levels: Dict[int, Tuple[_FollowBlock, int]] = {}  # consumer stage -> block, level
+        fuses: Dict[int, int] = {}  # stage -> number of loops fused
         for parameter, index in zip(self.parameters, point):
             value = parameter.values[index]
             step = steps[parameter.step_index]
@@ -292,9 +543,75 @@ class StateSpace:
                 step[4][parameter.position] = value
             elif parameter.kind == "unroll":
                 step[3] = f"{AUTO_UNROLL_PRAGMA}{value}"
+            elif parameter.kind == "compute_at":
+                step[2], step[3] = value
+            elif parameter.kind == "follow_level":
+                block = self._follow_blocks[parameter.step_index]
+                levels[block.consumer] = (block, value)
+                spatial = len(block.split_steps)
+                for loop, split_index in enumerate(block.split_steps):
+                    steps[split_index][2] = loop * (value + 1)
+                    steps[split_index][4] = value
+                steps[block.reorder_step][2] = [
+                    depth + loop * (value + 1)
+                    for depth in range(value + 1)
+                    for loop in range(spatial)
+                ]
+                steps[block.attach_step][3] = spatial * value - 1
             else:
-                step[3] = value
-        return steps
+                step[2] = list(range(value))
+                fuses[int(step[1])] = value
+        for stage_id in set(levels) | set(fuses):
+            conflict = self._renumber(steps, stage_id, levels.get(stage_id))
+            if conflict is not None:
+                return steps, conflict
+        return steps, None
+
+    def _renumber(
+        self, steps: List[list], stage_id: int, level: Optional[Tuple[_FollowBlock, int]]
+    ) -> Optional[str]:
+        """Renumber the loops of the later annotations and pragmas of a stage after its
+        follow level or parallel fuse changed; why one has no loop any more, else None."""
+        block, new_level = level if level is not None else (None, None)
+
+        def moved(loop: int) -> Optional[int]:
+            if block is None or new_level == block.level:
+                return loop
+            return block.loop_after(loop, new_level)
+
+        fuse_index = next(
+            (
+                index
+                for index, step in enumerate(self.steps)
+                if step[0] == "FU" and int(step[1]) == stage_id and index in self._shaped_steps
+            ),
+            None,
+        )
+        start = block.reorder_step if block is not None else fuse_index
+        fused_before = len(self.steps[fuse_index][2]) if fuse_index is not None else 0
+        fused_now = len(steps[fuse_index][2]) if fuse_index is not None else 0
+        for index in range(start + 1, len(steps)):
+            step = steps[index]
+            if step[0] == "CA" and int(step[2]) == stage_id and index not in self._shaped_steps:
+                if moved(int(step[3])) != int(step[3]):
+                    return f"the loop step {index} computes stage {step[1]} at moves"
+            # The fuse takes the outer loops of the renumbered stage: replaying checks it.
+            if int(step[1]) != stage_id or step[0] not in ("AN", "PR") or index < start:
+                continue
+            loop = int(self.steps[index][2])
+            if fuse_index is not None and index > fuse_index:
+                if loop == 0:  # the fused loop
+                    continue
+                new_loop = moved(loop + fused_before - 1)
+                if new_loop is None or new_loop - fused_now + 1 < 1:
+                    return f"the loop of step {index} ({step[0]}) is fused or gone"
+                step[2] = new_loop - fused_now + 1
+            else:
+                new_loop = moved(loop)
+                if new_loop is None:
+                    return f"the loop of step {index} ({step[0]}) is gone"
+                step[2] = new_loop
+        return None
 
     def key(self, point: Sequence[int]) -> str:
         """The state key (:func:`~.droplet_log.state_key`) of the state of a point."""
@@ -346,7 +663,9 @@ class StateSpace:
         return self.invalid_reason(point) is None
 
     def _find_invalid_reason(self, point: Point) -> Optional[str]:
-        steps = self.steps_of(point)
+        steps, conflict = self._shaped(point)
+        if conflict is not None:
+            return conflict
         for index in self._tiled_steps:
             step = steps[index]
             if step[4] != self.steps[index][4] and int(step[3]) % math.prod(step[4]) != 0:
@@ -359,17 +678,37 @@ class StateSpace:
         except TVMError as err:
             return f"the steps do not replay on the compute DAG: {error_summary(err)}"
         for parameter, index in zip(self.parameters, point):
-            if parameter.kind != "compute_at" or index == parameter.original:
+            if parameter.kind != "compute_at":
                 continue
-            step = steps[parameter.step_index]
-            before = self._replay(steps[: parameter.step_index])
-            iterator = before.stages[int(step[2])].iters[int(step[3])]
-            if int(iterator.range.extent) == 1:
-                return (
-                    f"compute_at step {parameter.step_index} attaches to a loop of extent 1, "
-                    "the same program as the next outer location"
-                )
+            reason = self._location_invalid_reason(steps, parameter, index != parameter.original)
+            if reason is not None:
+                return reason
         self._states[point] = state
+        return None
+
+    def _location_invalid_reason(
+        self, steps: List[list], parameter: StateParameter, moved: bool
+    ) -> Optional[str]:
+        """Why the compute location of a point (steps) is not a candidate, or None."""
+        step_index = parameter.step_index
+        step = steps[step_index]
+        target_stage_id, loop = int(step[2]), int(step[3])
+        consumer = self._compute_consumers.get(step_index)
+        if consumer is not None and target_stage_id != consumer:
+            attachment = self._attachment(steps[:step_index], consumer)
+            if attachment is None or attachment[0] != target_stage_id or loop >= attachment[1]:
+                return (
+                    f"compute_at step {step_index} attaches to loop {loop} of stage "
+                    f"{target_stage_id}, not outside its consumer's location {attachment}"
+                )
+        iterators = self._replay(steps[:step_index]).stages[target_stage_id].iters
+        if loop >= len(iterators):
+            return f"compute_at step {step_index} attaches to a loop stage {target_stage_id} lacks"
+        if moved and int(iterators[loop].range.extent) == 1:
+            return (
+                f"compute_at step {step_index} attaches to a loop of extent 1, "
+                "the same program as the next outer location"
+            )
         return None
 
     def state(self, point: Sequence[int]) -> State:
@@ -391,6 +730,13 @@ class StateSpace:
             raise ValueError(f"{point} is not a valid state: {reason}")
         return self._states[point]
 
+    def _same_skeleton(self, index: int, step: list) -> bool:
+        """Whether another state's step is this state's step ``index`` but for the fields a
+        point may change: the same kind, stage and loop (kind and stage for a step whose
+        loops a point may change)."""
+        width = 2 if index in self._shaped_steps else 3
+        return list(step[:width]) == list(self.steps[index][:width])
+
     def point_like(self, steps: Sequence[list]) -> Optional[Point]:
         """The point that takes over the parameter values of another task's state.
 
@@ -398,8 +744,9 @@ class StateSpace:
         same kinds on the same stages and loops, e.g. a convolution of other
         sizes from the same sketch).  A split takes the other split's lengths where each is a
         value of its dimension and together they divide this loop (else the
-        whole split keeps the origin's lengths); an unroll pragma or a compute
-        location takes the other's value where its dimension has it.  Other
+        whole split keeps the origin's lengths); an unroll pragma, a compute
+        location, a follow level or a number of fused loops takes the other's
+        value where its dimension has it.  Other
         coordinates keep the origin's value; whether the point is a valid state
         is :meth:`is_valid`'s question.
 
@@ -416,7 +763,7 @@ class StateSpace:
             may differ: only the parameter values are taken over).
         """
         if len(steps) != len(self.steps) or any(
-            theirs[:3] != ours[:3] for theirs, ours in zip(steps, self.steps)
+            not self._same_skeleton(index, step) for index, step in enumerate(steps)
         ):
             return None
         point = list(self.origin)

@@ -185,10 +185,10 @@ def test_space_compute_location():
     state = conv2d_state_with_compute_at(task, 3)
     space = StateSpace(task, state)
     (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
-    assert location.values[location.original] == 3
+    (conv_id,) = [i for i, s in enumerate(space.origin_state.stages) if s.op.name == "conv2d_nchw"]
+    assert location.values[location.original] == (conv_id, 3)
     axis = space.parameters.index(location)
-    (conv_stage,) = [s for s in space.origin_state.stages if s.op.name == "conv2d_nchw"]
-    extents = [int(iterator.range.extent) for iterator in conv_stage.iters]
+    extents = [int(iterator.range.extent) for iterator in space.origin_state.stages[conv_id].iters]
     valid_locations = []
     for index, value in enumerate(location.values):
         point = list(space.origin)
@@ -197,10 +197,11 @@ def test_space_compute_location():
             valid_locations.append(value)
             schedule, args = task.compute_dag.apply_steps_from_state(space.state(point))
             tvm.lower(schedule, args)
+    # The conv is computed at the root: its loops are the locations, from the outermost in.
     # A loop of extent one repeats the location around it; the others are all valid.
-    assert sorted(location.values) == list(range(len(extents)))
-    assert sorted(valid_locations) == [
-        value for value in range(len(extents)) if value == 3 or extents[value] > 1
+    assert list(location.values) == [(conv_id, loop) for loop in range(len(extents))]
+    assert valid_locations == [
+        (conv_id, loop) for loop in range(len(extents)) if loop == 3 or extents[loop] > 1
     ]
 
 
@@ -234,16 +235,105 @@ def test_space_has_no_compute_location_on_gpus():
     assert space.parameters and all(p.kind != "compute_at" for p in space.parameters)
 
 
-@pytest.mark.parametrize("workload", ["matmul", "conv2d"])
+@functools.lru_cache(maxsize=None)
+def sketch_states():
+    """A task of ``conv2d_tensors`` and states of it sampled by the sketch policy (seeded),
+    by the tiling level the fused relu follows (1 or 2)."""
+    task = make_task(conv2d_tensors())
+    policy = auto_scheduler.SketchPolicy(
+        task,
+        auto_scheduler.RandomModel(),
+        params={"sample_init_min_population": 20},
+        seed=3,
+        verbose=0,
+    )
+    by_level = {1: [], 2: []}
+    for state in policy.sample_initial_population()[:60]:
+        follow_splits = [
+            step for step in steps_of(auto_scheduler.MeasureInput(task, state)) if step[0] == "FSP"
+        ]
+        if follow_splits:
+            by_level[follow_splits[0][4]].append(state)
+    return task, by_level
+
+
+def sketch_space(level):
+    """The space of the first sampled state of a follow level with a padding computed at a loop."""
+    task, by_level = sketch_states()
+    for state in by_level[level]:
+        space = StateSpace(task, state)
+        kinds = {parameter.kind for parameter in space.parameters}
+        if {"follow_level", "compute_at", "parallel_fuse"} <= kinds:
+            return task, space
+    raise AssertionError(f"no sampled state of level {level} with a compute location")
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_space_holds_the_other_follow_level(level):
+    """The sketch policy's states of the other follow level are points of a state's space."""
+    task, by_level = sketch_states()
+    _, space = sketch_space(level)
+    (follow,) = [parameter for parameter in space.parameters if parameter.kind == "follow_level"]
+    assert follow.values == (1, 2) and follow.values[follow.original] == level
+    # The padding may move out of the conv, to the loops of the relu outside the conv.
+    (location,) = [parameter for parameter in space.parameters if parameter.kind == "compute_at"]
+    assert len({stage for stage, _ in location.values}) == 2
+    other = 3 - level
+    inside = [state for state in by_level[other] if space.point_of(state) is not None]
+    assert inside, f"none of {len(by_level[other])} states of level {other} is a point"
+    valid = []
+    for state in inside:
+        point = space.point_of(state)
+        assert space.values_of(point)[follow.name] == other
+        steps = steps_of(auto_scheduler.MeasureInput(task, state))
+        assert space.steps_of(point) == steps
+        assert space.point_like(steps) == point
+        if space.is_valid(point):
+            valid.append(point)
+        else:  # the policy may compute the padding at a loop of extent 1: a duplicate here
+            assert "extent 1" in space.invalid_reason(point)
+    assert valid
+    schedule, args = task.compute_dag.apply_steps_from_state(space.state(valid[0]))
+    tvm.lower(schedule, args)
+
+
+def test_space_parallel_fuse_keeps_later_annotations():
+    """Each number of fused loops gives a parallel outer loop and keeps the innermost vectorized."""
+    task, space = sketch_space(1)
+    (fuse,) = [parameter for parameter in space.parameters if parameter.kind == "parallel_fuse"]
+    stage_id = space.steps[fuse.step_index][1]
+    # The stage's loops before the fuse: those of the state and the ones it fused, but one.
+    loops = len(space.origin_state.stages[stage_id].iters) + fuse.values[fuse.original] - 1
+    axis = space.parameters.index(fuse)
+    valid = []
+    for index, count in enumerate(fuse.values):
+        point = list(space.origin)
+        point[axis] = index
+        if not space.is_valid(point):
+            continue
+        valid.append(count)
+        iterators = space.state(point).stages[stage_id].iters
+        assert len(iterators) == loops - count + 1
+        assert int(iterators[0].annotation) == 3  # parallel
+        assert int(iterators[-1].annotation) == 2  # vectorize
+        schedule, args = task.compute_dag.apply_steps_from_state(space.state(point))
+        tvm.lower(schedule, args)
+    assert fuse.values[fuse.original] in valid and len(valid) > 1
+    # The vectorized innermost loop is never fused into the parallel loop.
+    assert max(valid) < loops
+
+
+@pytest.mark.parametrize("workload", ["matmul", "conv2d", "sketch"])
 def test_space_walk_proposes_valid_distinct_states(workload):
     """Space walk proposes valid distinct states."""
     if workload == "matmul":
         task = make_task(matmul_tensors())
-        state = tiled_matmul_state(task)
-    else:
+        space = StateSpace(task, tiled_matmul_state(task))
+    elif workload == "conv2d":
         task = make_task(conv2d_tensors())
-        state = conv2d_state_with_compute_at(task, 3)
-    space = StateSpace(task, state)
+        space = StateSpace(task, conv2d_state_with_compute_at(task, 3))
+    else:  # a follow level, compute locations on two stages, a parallel fuse
+        task, space = sketch_space(1)
     # A synthetic cost with a minimum away from the origin makes the search move.
     goal = tuple(size // 2 for size in space.dims)
 
