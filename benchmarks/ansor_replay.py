@@ -1,0 +1,190 @@
+# Licensed to the Apache Software Foundation (ASF) under one
+# or more contributor license agreements.  See the NOTICE file
+# distributed with this work for additional information
+# regarding copyright ownership.  The ASF licenses this file
+# to you under the Apache License, Version 2.0 (the
+# "License"); you may not use this file except in compliance
+# with the License.  You may obtain a copy of the License at
+#
+#   http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing,
+# software distributed under the License is distributed on an
+# "AS IS" BASIS, WITHOUT WARRANTIES OR CONDITIONS OF ANY
+# KIND, either express or implied.  See the License for the
+# specific language governing permissions and limitations
+# under the License.
+"""Droplet again on the K records of a kept network run, with variants of its space, side by side.
+
+    python3 ci/tvm_env.py run legacy python benchmarks/networks.py --networks resnet18 \
+        --schedulers ansor --tasks 8 --keep-logs --out OUT
+    python3 ci/tvm_env.py run legacy python benchmarks/ansor_replay.py OUT/logs-resnet18 \
+        --variants no-structure,today --out OUT2
+
+``networks.py`` measures Ansor K, K + Droplet and F x K in one run (F x K is most of its time).
+This reruns only the Droplet step, on the same K records (the first tasks x K lines of the kept
+F x K log, which resumed from K's), once per variant of the state space, one after the other, and
+then times the network built from each log (K, each variant, F x K) in interleaved rounds: a
+before and after of a change to the space, against the same F x K, without tuning F x K again.
+
+Variants: ``today`` (the library's space) and ``no-structure`` (the space before the follow-level
+and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
+the library's methods that add them are replaced for that run).
+"""
+import argparse
+import contextlib
+import itertools
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Dict, Iterator, List
+
+import tvm
+from tvm import auto_scheduler
+from tvm.auto_scheduler.droplet_log import best_cost_of_workload
+from tvm.auto_scheduler.droplet_space import StateSpace
+from tvm.testing import onnx_networks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# pylint: disable=wrong-import-position
+from benchmarks.network_legacy import Network, host_target
+from benchmarks.network_runs import count_lines
+from benchmarks.networks import TOLERANCE, onnxruntime_baseline, output_error, paired_ratio
+from benchmarks.report import markdown_table, median
+
+VARIANTS = ("today", "no-structure")
+
+
+@contextlib.contextmanager
+def space_variant(name: str) -> Iterator[None]:
+    """The library's state space (``today``) or the space without its structural dimensions."""
+    if name == "today":
+        yield
+        return
+    saved = {
+        key: StateSpace.__dict__[key]
+        for key in ("_follow_level_parameter", "_parallel_fuse_parameter", "_single_consumer")
+    }
+    StateSpace._follow_level_parameter = lambda self, index: None
+    StateSpace._parallel_fuse_parameter = lambda self, index, step: None
+    # Without a consumer, a compute location ranges over the loops of the stage it is at.
+    StateSpace._single_consumer = staticmethod(lambda state, stage_id: None)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            setattr(StateSpace, key, value)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
+    parser.add_argument("logs", type=Path, help="the logs-NETWORK folder of networks.py --keep-logs")
+    parser.add_argument("--network", default="resnet18")
+    parser.add_argument("--tasks", type=int, default=8, help="the tasks tuned, the heaviest (as networks.py)")
+    parser.add_argument("--explore", type=int, default=16, help="K: Ansor's trials per task")
+    parser.add_argument("--exploit", type=int, default=32, help="Droplet trials per task")
+    parser.add_argument("--variants", default="no-structure,today", help=f"comma-separated, of {VARIANTS}")
+    parser.add_argument("--timing-rounds", type=int, default=7)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ansor-replay"))
+    args = parser.parse_args()
+    args.variants = args.variants.split(",")
+    unknown = [variant for variant in args.variants if variant not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    return args
+
+
+def main() -> int:
+    args = parse_args()
+    started = time.time()
+    target = host_target()
+    args.out.mkdir(parents=True, exist_ok=True)
+    long_log = args.logs / "ansor.json"
+    spec = onnx_networks.full(args.network)
+    with tempfile.TemporaryDirectory(prefix="bench-ansor-replay-") as workdir:
+        model_path = str(Path(workdir) / f"{spec.label}.onnx")
+        onnx_networks.write_model(spec, model_path)
+        inputs = onnx_networks.random_input(spec)
+        network = Network(spec, model_path, inputs, target, SimpleNamespace(), Path(workdir))
+        tasks, counts = auto_scheduler.extract_tasks(network.mod["main"], network.params, target)
+        weights = [task.compute_dag.flop_ct * count for task, count in zip(tasks, counts)]
+        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[: args.tasks]
+        tasks = [tasks[index] for index in chosen]
+        k_log = args.out / "ansor-K.json"
+        with open(long_log, encoding="utf-8") as source:
+            k_log.write_text("".join(itertools.islice(source, args.tasks * args.explore)))
+        logs: Dict[str, Path] = {"ansor-K": k_log}
+        notes: Dict[str, str] = {}
+        for variant in args.variants:
+            method = f"ansor-K+droplet-{variant}"
+            log = args.out / f"{method}.json"
+            shutil.copy(k_log, log)
+            options = auto_scheduler.TuningOptions(
+                num_measure_trials=args.exploit,
+                num_measures_per_round=min(args.explore, 16),
+                runner=auto_scheduler.LocalRunner(number=3, repeat=3, min_repeat_ms=30, timeout=60),
+                verbose=0,
+            )
+            began = time.time()
+            with space_variant(variant):
+                results = auto_scheduler.droplet_exploit(
+                    str(log), target, options, exploitation_trials=args.exploit, tasks=tasks
+                )
+            seconds = time.time() - began
+            notes[method] = f"{seconds:.0f} s; " + ", ".join(
+                f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results
+            )
+            print(f"  {method}: {notes[method]}", flush=True)
+            logs[method] = log
+        logs[f"ansor-{count_lines(long_log) // args.tasks // args.explore}K"] = long_log
+        finals = {"onnxruntime": onnxruntime_baseline(model_path, inputs)}
+        for method, log in logs.items():
+            finals[method] = network.compile(ansor_log=log)
+        reference = finals.pop("onnxruntime").output
+        errors = {method: output_error(compiled.output, reference) for method, compiled in finals.items()}
+        latencies: Dict[str, List[float]] = {method: [] for method in finals}
+        for _ in range(args.timing_rounds):
+            for method, compiled in finals.items():
+                latencies[method].append(compiled.time_once())
+    long_method = list(logs)[-1]
+    per_task = {}
+    for method, log in logs.items():
+        records = list(auto_scheduler.load_records(str(log)))
+        per_task[method] = [
+            1e3 * best_cost_of_workload(records, task.workload_key, task.target) for task in tasks
+        ]
+    rows = [
+        [
+            method,
+            f"{median(latencies[method]) * 1e3:.1f}",
+            f"{paired_ratio(latencies[long_method], latencies[method]):.3f}x",
+            f"{errors[method]:.1e}" + ("" if errors[method] <= TOLERANCE else " WRONG"),
+            notes.get(method, ""),
+        ]
+        for method in finals
+    ]
+    table = markdown_table(["method", "ms (median)", f"speed vs {long_method}", "output error", "Droplet"], rows)
+    task_rows = [[method] + [f"{value:.2f}" for value in values] for method, values in per_task.items()]
+    task_table = markdown_table(["best ms per task"] + [str(i + 1) for i in range(len(tasks))], task_rows)
+    text = (
+        f"## Droplet again on kept K records ({time.strftime('%Y-%m-%d')}, TVM {tvm.__version__}, {target})\n\n"
+        f"Command: `python3 ci/tvm_env.py run legacy python benchmarks/ansor_replay.py "
+        f"{' '.join(sys.argv[1:])}`; total {time.time() - started:.0f} s. Speeds are medians over "
+        f"{args.timing_rounds} interleaved rounds of paired ratios; Droplet: its time and each task's "
+        f"speedup over its start (measurements).\n\n{table}\n{task_table}"
+    )
+    print(text, flush=True)
+    (args.out / "README.md").write_text(text)
+    (args.out / "replay.json").write_text(
+        json.dumps({"latency_ms": {m: [v * 1e3 for v in l] for m, l in latencies.items()},
+                    "output_error": errors, "notes": notes, "task_ms": per_task}, indent=1)
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
