@@ -29,7 +29,8 @@ before and after of a change to the space, against the same F x K, without tunin
 
 Variants: ``today`` (the library's space) and ``no-structure`` (the space before the follow-level
 and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
-the library's methods that add them are replaced for that run).
+the library's methods that add them are replaced for that run); ``VARIANT@B`` measures in batches
+of B states (``batch_size``; by default a radius-1 neighbourhood, two per dimension).
 """
 import argparse
 import contextlib
@@ -92,9 +93,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ansor-replay"))
     args = parser.parse_args()
     args.variants = args.variants.split(",")
-    unknown = [variant for variant in args.variants if variant not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    for variant in args.variants:
+        space, _, batch = variant.partition("@")
+        if space not in VARIANTS or not (batch == "" or (batch.isdigit() and int(batch) > 0)):
+            parser.error(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, with @BATCH or not")
     return args
 
 
@@ -130,9 +132,11 @@ def main() -> int:
                 verbose=0,
             )
             began = time.time()
-            with space_variant(variant):
+            space, _, batch = variant.partition("@")
+            with space_variant(space):
                 results = auto_scheduler.droplet_exploit(
-                    str(log), target, options, exploitation_trials=args.exploit, tasks=tasks
+                    str(log), target, options, exploitation_trials=args.exploit, tasks=tasks,
+                    batch_size=int(batch) if batch else None,
                 )
             seconds = time.time() - began
             notes[method] = f"{seconds:.0f} s; " + ", ".join(
