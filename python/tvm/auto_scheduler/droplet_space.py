@@ -596,7 +596,7 @@ class StateSpace:
                 if moved(int(step[3])) != int(step[3]):
                     return f"the loop step {index} computes stage {step[1]} at moves"
             # The fuse takes the outer loops of the renumbered stage: replaying checks it.
-            if int(step[1]) != stage_id or step[0] not in ("AN", "PR") or index < start:
+            if int(step[1]) != stage_id or step[0] not in ("AN", "PR"):
                 continue
             loop = int(self.steps[index][2])
             if fuse_index is not None and index > fuse_index:
