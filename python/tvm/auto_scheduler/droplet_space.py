@@ -141,7 +141,7 @@ class _FollowBlock:
     ``split_steps`` are the consumer's follow splits, one per spatial loop,
     ``reorder_step`` the reorder after them (outer tiles first) and
     ``attach_step`` the compute-at of the tiled producer at the last loop of
-    ``level`` levels.
+    ``level`` levels; ``levels`` are the levels the block may take.
     """
 
     consumer: int
@@ -150,6 +150,19 @@ class _FollowBlock:
     reorder_step: int
     attach_step: int
     level: int
+    levels: Tuple[int, ...]
+
+    def write(self, steps: List[list], level: int) -> None:
+        """Write the block's steps at ``level`` into ``steps`` (record format), as the
+        sketch policy's ``FollowTiling`` and its compute-at of the producer make them."""
+        spatial = len(self.split_steps)
+        for loop, split_index in enumerate(self.split_steps):
+            steps[split_index][2] = loop * (level + 1)
+            steps[split_index][4] = level
+        steps[self.reorder_step][2] = [
+            depth + loop * (level + 1) for depth in range(level + 1) for loop in range(spatial)
+        ]
+        steps[self.attach_step][3] = spatial * level - 1
 
     def loop_after(self, loop: int, level: int) -> Optional[int]:
         """The number at ``level`` of the consumer's loop ``loop`` (numbered at
@@ -236,7 +249,7 @@ class StateSpace:
         )
         self.steps: List[list] = self._input_record[1][1]
         self.origin_state = self._replay(self.steps)
-        # The follow tilings of fused consumers, by the index of their first follow split.
+        # The follow tilings of fused consumers, by consumer stage.
         self._follow_blocks: Dict[int, _FollowBlock] = {}
         # The consumer of each stage whose compute location may move out to its consumer's
         # location, by the index of the compute-at step.
@@ -253,6 +266,12 @@ class StateSpace:
         )
         # The steps whose fields besides their kind and stage a point may change.
         self._shaped_steps: Set[int] = self._find_shaped_steps()
+        # The fuse step, among them, of each stage whose loops a point renumbers.
+        self._renumbered_fuses: Dict[int, int] = {
+            int(self.steps[index][1]): index
+            for index in sorted(self._shaped_steps, reverse=True)
+            if self.steps[index][0] == "FU"
+        }
         self._states: Dict[Point, State] = {self.origin: self.origin_state}
         self._invalid: Dict[Point, str] = {}
 
@@ -360,17 +379,10 @@ class StateSpace:
             outer = self._attachment(self.steps[:index], consumer)
             if outer is not None:
                 outer_stage, attach_loop = outer
-                block = next(
-                    (
-                        block
-                        for block in self._follow_blocks.values()
-                        if block.consumer == outer_stage and block.producer == consumer
-                    ),
-                    None,
-                )
-                if block is not None:  # another follow level attaches the consumer elsewhere
-                    deepest = max(self._follow_levels(block))
-                    attach_loop = max(attach_loop, len(block.split_steps) * deepest - 1)
+                block = self._follow_blocks.get(outer_stage)
+                if block is not None and block.producer == consumer:
+                    # another follow level attaches the consumer elsewhere
+                    attach_loop = max(attach_loop, len(block.split_steps) * max(block.levels) - 1)
                 iterators = before.stages[outer_stage].iters
                 for loop in range(attach_loop):
                     if loop < len(iterators) and (
@@ -386,13 +398,6 @@ class StateSpace:
             own = self._locations(before.stages[target_stage_id])
             locations = sorted({(target_stage_id, loop) for loop in own} | {original})
         return StateParameter("compute_at", index, 0, tuple(locations), locations.index(original))
-
-    def _follow_levels(self, block: _FollowBlock) -> Tuple[int, ...]:
-        """The levels a follow tiling may take: the sketch policy's, within the followed splits."""
-        splits = min(len(self.steps[int(self.steps[index][3])][4]) for index in block.split_steps)
-        return tuple(
-            sorted({level for level in CPU_FOLLOW_LEVELS if level <= splits} | {block.level})
-        )
 
     def _later_steps_renumberable(self, stage_id: int, after: int, attached: bool) -> bool:
         """Whether the steps after ``after`` leave the stage numbering alone and, on the
@@ -425,20 +430,9 @@ class StateSpace:
         ):
             split_steps.append(position)
             position += 1
-        spatial = len(split_steps)
-        for loop, split_index in enumerate(split_steps):
-            split = self.steps[split_index]
-            if int(split[2]) != loop * (level + 1) or int(split[4]) != level:
-                return None
-        order = [
-            depth + loop * (level + 1) for depth in range(level + 1) for loop in range(spatial)
-        ]
-        if position >= len(self.steps):
+        if position >= len(self.steps) or self.steps[position][:2] != ["RE", consumer]:
             return None
-        reorder = self.steps[position]
-        if reorder[0] != "RE" or int(reorder[1]) != consumer or list(reorder[2]) != order:
-            return None
-        if len(self._replay(self.steps[:index]).stages[consumer].iters) != spatial:
+        if len(self._replay(self.steps[:index]).stages[consumer].iters) != len(split_steps):
             return None
         producer = int(self.steps[int(first[3])][1])
         attach_step = next(
@@ -449,13 +443,21 @@ class StateSpace:
             ),
             None,
         )
-        if attach_step is None or self.steps[attach_step][2:] != [consumer, spatial * level - 1]:
+        if attach_step is None or int(self.steps[attach_step][2]) != consumer:
             return None
         if not self._later_steps_renumberable(consumer, position, attached=True):
             return None
-        block = _FollowBlock(consumer, producer, tuple(split_steps), position, attach_step, level)
-        self._follow_blocks[index] = block
-        levels = self._follow_levels(block)
+        # The sketch policy's levels, within the lengths of the splits followed.
+        splits = min(len(self.steps[int(self.steps[split][3])][4]) for split in split_steps)
+        levels = tuple(sorted({value for value in CPU_FOLLOW_LEVELS if value <= splits} | {level}))
+        block = _FollowBlock(
+            consumer, producer, tuple(split_steps), position, attach_step, level, levels
+        )
+        written = json.loads(json.dumps(self.steps))
+        block.write(written, level)
+        if written != self.steps:
+            return None  # not exactly the sketch policy's follow tiling
+        self._follow_blocks[consumer] = block
         return StateParameter("follow_level", index, 0, levels, levels.index(level))
 
     def _parallel_fuse_parameter(self, index: int, step: list) -> Optional[StateParameter]:
@@ -474,10 +476,9 @@ class StateSpace:
             if int(iterator.iter_kind) == _REDUCTION_ITERATOR or int(iterator.annotation) != 0:
                 break
             fusable += 1
-        for block in self._follow_blocks.values():
-            if block.consumer == stage_id:  # a deeper follow level has more loops
-                deepest = max(self._follow_levels(block))
-                fusable += len(block.split_steps) * max(0, deepest - block.level)
+        block = self._follow_blocks.get(stage_id)
+        if block is not None:  # a deeper follow level has more loops
+            fusable += len(block.split_steps) * max(0, max(block.levels) - block.level)
         values, original = _value_line(len(fused), range(1, fusable + 1))
         return StateParameter("parallel_fuse", index, 0, values, original)
 
@@ -488,7 +489,7 @@ class StateSpace:
             if parameter.kind == "compute_at":
                 shaped.add(parameter.step_index)
             elif parameter.kind == "follow_level":
-                block = self._follow_blocks[parameter.step_index]
+                block = self._follow_blocks[int(self.steps[parameter.step_index][1])]
                 shaped.update(block.split_steps)
                 shaped.update((block.reorder_step, block.attach_step))
                 renumbered_from[block.consumer] = block.reorder_step
@@ -546,18 +547,9 @@ class StateSpace:
             elif parameter.kind == "compute_at":
                 step[2], step[3] = value
             elif parameter.kind == "follow_level":
-                block = self._follow_blocks[parameter.step_index]
+                block = self._follow_blocks[int(step[1])]
                 levels[block.consumer] = (block, value)
-                spatial = len(block.split_steps)
-                for loop, split_index in enumerate(block.split_steps):
-                    steps[split_index][2] = loop * (value + 1)
-                    steps[split_index][4] = value
-                steps[block.reorder_step][2] = [
-                    depth + loop * (value + 1)
-                    for depth in range(value + 1)
-                    for loop in range(spatial)
-                ]
-                steps[block.attach_step][3] = spatial * value - 1
+                block.write(steps, value)
             else:
                 step[2] = list(range(value))
                 fuses[int(step[1])] = value
@@ -579,14 +571,7 @@ class StateSpace:
                 return loop
             return block.loop_after(loop, new_level)
 
-        fuse_index = next(
-            (
-                index
-                for index, step in enumerate(self.steps)
-                if step[0] == "FU" and int(step[1]) == stage_id and index in self._shaped_steps
-            ),
-            None,
-        )
+        fuse_index = self._renumbered_fuses.get(stage_id)
         start = block.reorder_step if block is not None else fuse_index
         fused_before = len(self.steps[fuse_index][2]) if fuse_index is not None else 0
         fused_now = len(steps[fuse_index][2]) if fuse_index is not None else 0
@@ -701,6 +686,8 @@ class StateSpace:
                     f"compute_at step {step_index} attaches to loop {loop} of stage "
                     f"{target_stage_id}, not outside its consumer's location {attachment}"
                 )
+        if not moved and target_stage_id not in self._follow_blocks:
+            return None  # the state's own loop, on a stage whose loops no point renumbers
         iterators = self._replay(steps[:step_index]).stages[target_stage_id].iters
         if loop >= len(iterators):
             return f"compute_at step {step_index} attaches to a loop stage {target_stage_id} lacks"
