@@ -52,7 +52,7 @@ from tvm.testing import onnx_networks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # pylint: disable=wrong-import-position
-from benchmarks.network_legacy import Network, host_target
+from benchmarks.network_legacy import Network, ansor_runner, host_target
 from benchmarks.network_runs import count_lines
 from benchmarks.networks import TOLERANCE, onnxruntime_baseline, output_error, paired_ratio
 from benchmarks.report import markdown_table, median
@@ -112,9 +112,7 @@ def main() -> int:
         onnx_networks.write_model(spec, model_path)
         inputs = onnx_networks.random_input(spec)
         network = Network(spec, model_path, inputs, target, SimpleNamespace(), Path(workdir))
-        tasks, counts = auto_scheduler.extract_tasks(network.mod["main"], network.params, target)
-        weights = [task.compute_dag.flop_ct * count for task, count in zip(tasks, counts)]
-        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[: args.tasks]
+        tasks, _, _, chosen = network.ansor_tasks(args.tasks)
         tasks = [tasks[index] for index in chosen]
         k_log = args.out / "ansor-K.json"
         with open(long_log, encoding="utf-8") as source:
@@ -128,7 +126,7 @@ def main() -> int:
             options = auto_scheduler.TuningOptions(
                 num_measure_trials=args.exploit,
                 num_measures_per_round=min(args.explore, 16),
-                runner=auto_scheduler.LocalRunner(number=3, repeat=3, min_repeat_ms=30, timeout=60),
+                runner=ansor_runner(),
                 verbose=0,
             )
             began = time.time()

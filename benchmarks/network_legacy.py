@@ -46,6 +46,11 @@ def host_target() -> tvm.target.Target:
     return tvm.target.Target(host_target_string())
 
 
+def ansor_runner(quick: bool = False) -> auto_scheduler.LocalRunner:
+    """The runner of every Ansor method: three costs per state, each of runs of at least 30 ms."""
+    return auto_scheduler.LocalRunner(number=3, repeat=3, min_repeat_ms=0 if quick else 30, timeout=60)
+
+
 class Network:
     """One ONNX network on the legacy line: Relay module, compile helpers, tuning methods."""
 
@@ -170,16 +175,20 @@ class Network:
                 run.notes += f"; Droplet stopped by itself on {stopped} of {len(chosen)} tasks"
             yield run, compiled
 
+    def ansor_tasks(self, count: int) -> Tuple[list, List[int], List[float], List[int]]:
+        """The network's Ansor tasks, their occurrences, their weights (FLOPs x occurrences)
+        and the indices of the ``count`` heaviest, heaviest first."""
+        tasks, counts = auto_scheduler.extract_tasks(self.mod["main"], self.params, self.target)
+        weights = [task.compute_dag.flop_ct * occurrences for task, occurrences in zip(tasks, counts)]
+        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[:count]
+        return tasks, counts, weights, chosen
+
     def _ansor(self) -> Iterator[Tuple[MethodRun, Compiled]]:
         args = self.args
-        tasks, counts = auto_scheduler.extract_tasks(self.mod["main"], self.params, self.target)
-        weights = [task.compute_dag.flop_ct * count for task, count in zip(tasks, counts)]
-        chosen = sorted(range(len(tasks)), key=lambda index: -weights[index])[: args.tasks]
+        tasks, counts, weights, chosen = self.ansor_tasks(args.tasks)
         note = self._selection_note(weights, chosen, "Ansor")
         tasks, counts = [tasks[index] for index in chosen], [counts[index] for index in chosen]
-        runner = auto_scheduler.LocalRunner(
-            number=3, repeat=3, min_repeat_ms=0 if args.quick else 30, timeout=60
-        )
+        runner = ansor_runner(args.quick)
 
         search_params = None
         if args.population:
