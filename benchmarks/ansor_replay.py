@@ -29,10 +29,8 @@ before and after of a change to the space, against the same F x K, without tunin
 
 Variants: ``today`` (the library's space) and ``no-structure`` (the space before the follow-level
 and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
-the library's methods that add them are replaced for that run); ``VARIANT+model`` ranks the
-candidates with an Ansor ``XGBModel`` trained on the log (``program_cost_model``); ``VARIANT@B``
-measures in batches of B states (``batch_size``; by default a radius-1 neighbourhood, two per
-dimension).
+the library's methods that add them are replaced for that run); ``VARIANT@B`` measures in batches
+of B states (``batch_size``; by default a radius-1 neighbourhood, two per dimension).
 """
 import argparse
 import contextlib
@@ -97,9 +95,8 @@ def parse_args() -> argparse.Namespace:
     args.variants = args.variants.split(",")
     for variant in args.variants:
         space, _, batch = variant.partition("@")
-        space = space.removesuffix("+model")
         if space not in VARIANTS or not (batch == "" or (batch.isdigit() and int(batch) > 0)):
-            parser.error(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, then +model, @BATCH or not")
+            parser.error(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, with @BATCH or not")
     return args
 
 
@@ -134,11 +131,10 @@ def main() -> int:
             )
             began = time.time()
             space, _, batch = variant.partition("@")
-            model = auto_scheduler.XGBModel(num_warmup_sample=0) if space.endswith("+model") else None
-            with space_variant(space.removesuffix("+model")):
+            with space_variant(space):
                 results = auto_scheduler.droplet_exploit(
                     str(log), target, options, exploitation_trials=args.exploit, tasks=tasks,
-                    batch_size=int(batch) if batch else None, program_cost_model=model,
+                    batch_size=int(batch) if batch else None,
                 )
             seconds = time.time() - began
             notes[method] = f"{seconds:.0f} s; " + ", ".join(

@@ -638,49 +638,6 @@ def test_exploitation_improves_a_naive_state(tmp_path):
     check_apply_best(task, log_file)
 
 
-class RankingRecorder(auto_scheduler.XGBModel):
-    """An XGBModel that keeps the candidates it scores, as state keys with their scores."""
-
-    def __init__(self):
-        super().__init__(num_warmup_sample=0)
-        self.rankings = []
-
-    def predict(self, task, states):
-        scores = super().predict(task, states)
-        self.rankings.append(
-            [
-                (json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))), float(score))
-                for state, score in zip(states, scores)
-            ]
-        )
-        return scores
-
-
-@tvm.testing.requires_llvm
-def test_program_cost_model_chooses_what_is_measured(tmp_path):
-    """A program cost model learns the log and every batch, and each batch holds the
-    best-scored of three times as many candidates."""
-    task = make_task(matmul_tensors())
-    log_file = synthetic_log(tmp_path, task, naive_matmul_state(task), cost=1.0)
-    with open(log_file, "rb") as stream:
-        before = stream.read()
-    model = RankingRecorder()
-    (result,) = auto_scheduler.droplet_exploit(
-        log_file, host_target(), tuning_options(), 7, batch_size=3, program_cost_model=model
-    )
-    appended = appended_records(log_file, before)
-    assert len(appended) == result.exploitation_trials == 7
-    assert len(model.inputs) == 1 + 7, "the model learns the log's record and every measurement"
-    measured = {json.dumps(steps_of(inp)) for inp, _ in appended}
-    # The first batch is the start and two candidates; the next ones three each.
-    assert [len(ranking) for ranking in model.rankings][:2] == [6, 9]
-    for ranking in model.rankings:
-        assert len({key for key, _ in ranking}) == len(ranking), "a candidate was ranked twice"
-        assert max(ranking, key=lambda item: item[1])[0] in measured
-    assert result.speedup >= 1.0
-    check_apply_best(task, log_file)
-
-
 @tvm.testing.requires_llvm
 def test_exploitation_appends_what_it_measured(tmp_path, monkeypatch):
     """Exploitation appends exactly what it measured and resumes."""
@@ -899,7 +856,6 @@ def test_zero_budgets_are_refused(valid_log):
         ({"output_tolerance": -1e-3}, "output_tolerance must be a finite"),
         ({"output_tolerance": float("nan")}, "output_tolerance must be a finite"),
         ({"check_timeout": 0}, "check_timeout must be a positive"),
-        ({"program_cost_model": "xgb"}, "program_cost_model must be an auto_scheduler CostModel"),
         (
             {"tuning_options": {"runner": "local"}},
             "tuning_options must be an auto_scheduler.TuningOptions",

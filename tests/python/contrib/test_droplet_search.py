@@ -17,7 +17,6 @@
 """Algorithm tests of the Droplet Search engine on deterministic cost landscapes."""
 import itertools
 import logging
-import math
 import random
 from types import SimpleNamespace
 
@@ -255,8 +254,6 @@ def test_invalid_start_and_seeds_are_rejected():
         ({"pvalue": 0.0}, "pvalue"),
         ({"pvalue": 1.5}, "pvalue"),
         ({"failure_limit": 0}, "failure_limit"),
-        ({"rank_pool": 0}, "rank_pool"),
-        ({"rank_pool": 1.5}, "rank_pool"),
         ({"max_radius": 0}, "max_radius"),
         ({"max_radius": 1.5}, "max_radius"),
     ],
@@ -476,62 +473,6 @@ def test_rugged_cost_reaches_an_axis_local_minimum():
     (x, y), costs = search.best
     for other in range(7):
         assert table[(other, y)][0] >= costs[0] and table[(x, other)][0] >= costs[0]
-
-
-def test_constant_rank_keeps_the_walk_order():
-    """A rank without preference proposes what the unranked search proposes."""
-    cost = bowl((5, 2, 7))
-    plain = run(DropletSearch((10, 10, 10)), cost, 3)
-    ranked = run(DropletSearch((10, 10, 10), rank=lambda points: [0.0] * len(points)), cost, 3)
-    assert ranked == plain
-
-
-def test_a_good_rank_finds_the_optimum_sooner():
-    """An oracle rank (the true cost) reaches the optimum in fewer measurements; an
-    adversarial one (the cost reversed) still converges to it: only the order changes."""
-    optimum, dims = (12, 3, 9, 14), (16,) * 4
-    cost = bowl(optimum)
-
-    def measurements_to_optimum(rank):
-        search = DropletSearch(dims, rank=rank)
-        proposed = run(search, cost, 2)
-        assert search.best[0] == optimum
-        assert len(proposed) == len(set(proposed)), "a point was proposed twice"
-        return proposed.index(optimum) + 1
-
-    plain = measurements_to_optimum(None)
-    oracle = measurements_to_optimum(lambda points: [-cost(point)[0] for point in points])
-    adversarial = measurements_to_optimum(lambda points: [cost(point)[0] for point in points])
-    assert oracle <= 0.75 * plain, (oracle, plain)
-    assert adversarial > plain, (adversarial, plain)
-
-
-def test_rank_sees_only_valid_unmeasured_points():
-    """The candidates ranked are valid and new; NaN scores rank last; the search still
-    converges only once the centre's neighbourhood is exhausted."""
-    seen = []
-
-    def rank(points):
-        assert all(search.costs(point) is None for point in points)
-        seen.extend(points)
-        return [math.nan if point[0] == 1 else float(point[1]) for point in points]
-
-    search = DropletSearch((6, 6), is_valid=lambda point: point != (0, 2), rank=rank)
-    proposed = run(search, bowl((4, 4)), 2)
-    assert seen and (0, 2) not in seen
-    assert search.best[0] == (4, 4)
-    assert search.stop_reason.startswith("the neighbourhood")
-    assert len(proposed) == len(set(proposed))
-    around = [(x, y) for x in range(6) for y in range(6) if (x == 4) != (y == 4)]
-    assert all(point in search.history for point in around), "a neighbour was left out"
-
-
-def test_rank_must_score_every_candidate():
-    search = DropletSearch((5, 5), rank=lambda points: [1.0])
-    (start,) = search.ask(1)
-    search.tell(start, [1.0, 1.0])
-    with pytest.raises(ValueError, match="1 scores for 3 candidate points"):
-        search.ask(1)
 
 
 def test_contenders_could_become_best_or_centre():

@@ -32,5 +32,5 @@ from .budget import SharedBudget, check_task_weights, share_order
 from .driver import BatchDriver
 from .neighbourhood import Point
 from .report import DropletResult, error_summary
-from .search import Costs, DropletSearch, Rank, is_count
+from .search import Costs, DropletSearch, is_count
 from .statistics import is_faster, mean

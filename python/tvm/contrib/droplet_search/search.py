@@ -33,13 +33,6 @@ of :mod:`.neighbourhood`:
    counted measurements is spent, or when ``failure_limit`` counted
    measurements in a row failed (an all-invalid neighbourhood).
 
-With a ``rank`` (a cost model's predictions), each batch is chosen among more
-candidates of the walk than it holds: the walk's next ``rank_pool`` times as
-many points are ranked, the most promising are proposed, and the others go back
-to the front of the walk, to be ranked again with the next batch.  The
-neighbourhood is the same, only its order changes: the search still converges
-only once every valid neighbour of the centre is measured.
-
 No point is proposed twice, points rejected by ``is_valid`` are never proposed,
 and a failed point (no costs) never becomes a centre.  Points measured before the
 search (a log being resumed) are given to :meth:`DropletSearch.observe`: they are
@@ -58,9 +51,6 @@ from .statistics import is_faster, mean
 
 Costs = Tuple[float, ...]
 """The costs (seconds per run) measured for one point; empty when it failed."""
-
-Rank = Callable[[List[Point]], Sequence[float]]
-"""Scores a list of points: the higher a point's score, the sooner it is measured."""
 
 _LOGGER = logging.getLogger("droplet_search")
 
@@ -118,13 +108,6 @@ class DropletSearch:
         How the caller's runner measures each program at least twice, quoted
         in the warning logged (once) when costs with a single value leave no
         variance to test.
-    rank : Optional[Rank]
-        Scores candidate points (a cost model's predicted throughput, say;
-        higher is more promising): each batch is the best-scored of the walk's
-        next ``rank_pool`` times as many points, ties in walk order.  The
-        walk's own order when omitted.
-    rank_pool : int
-        How many candidates are ranked per point of a batch (at least 1).
     """
 
     def __init__(
@@ -142,8 +125,6 @@ class DropletSearch:
         max_radius: Optional[int] = None,
         logger: Optional[Union[logging.Logger, logging.LoggerAdapter]] = None,
         repeat_advice: str = "runner repeat >= 2",
-        rank: Optional[Rank] = None,
-        rank_pool: int = 3,
     ):
         self.dims: Point = tuple(int(size) for size in dims)
         if any(size < 1 for size in self.dims):
@@ -165,10 +146,6 @@ class DropletSearch:
         if max_radius is not None and not is_count(max_radius):
             raise ValueError(f"max_radius must be a positive step length, got {max_radius!r}")
         self.max_radius = max_radius
-        if not is_count(rank_pool):
-            raise ValueError(f"rank_pool must be a positive number of candidates, got {rank_pool!r}")
-        self.rank = rank
-        self.rank_pool = int(rank_pool)
         self.logger = logger or _LOGGER
         self.repeat_advice = repeat_advice
         self._is_valid = is_valid
@@ -368,45 +345,14 @@ class DropletSearch:
                 batch.append(point)
         if self._sampling and not (self._sample or self._outstanding or self._round):
             self._sampling = False  # every point of the sample was observed, none succeeded
-        wanted = count - len(batch)
-        if wanted and not self._sampling:
-            candidates = self._draw(wanted * self.rank_pool if self.rank is not None else wanted)
-            if len(candidates) > wanted:
-                candidates = self._most_promising(candidates, wanted)
-            batch.extend(candidates)
-        return batch
-
-    def _draw(self, count: int) -> List[Point]:
-        """Take up to ``count`` points off the walk, reserved as outstanding."""
-        drawn: List[Point] = []
-        while len(drawn) < count:
+        while len(batch) < count and not self._sampling:
             point = self._peek()
             if point is None:
                 break
             self._lookahead = None
             self._outstanding[point] = None
-            drawn.append(point)
-        return drawn
-
-    def _most_promising(self, candidates: List[Point], count: int) -> List[Point]:
-        """The ``count`` best-scored candidates; the others go back to the walk's front."""
-        scores = [float(score) for score in self.rank(list(candidates))]
-        if len(scores) != len(candidates):
-            raise ValueError(
-                f"rank() returned {len(scores)} scores for {len(candidates)} candidate points"
-            )
-        order = sorted(
-            range(len(candidates)),
-            key=lambda position: (
-                -scores[position] if not math.isnan(scores[position]) else math.inf,
-                position,
-            ),
-        )
-        returned = [candidates[position] for position in order[count:]]
-        for point in returned:
-            del self._outstanding[point]
-        self._walk.promote(returned)
-        return [candidates[position] for position in order[:count]]
+            batch.append(point)
+        return batch
 
     def _peek(self) -> Optional[Point]:
         """The next point the walk would propose; finishes the search when there is none."""
