@@ -31,6 +31,12 @@ Variants: ``today`` (the library's space) and ``no-structure`` (the space before
 and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
 the library's methods that add them are replaced for that run); ``VARIANT@B`` measures in batches
 of B states (``batch_size``; by default a radius-1 neighbourhood, two per dimension).
+
+Budgets (``VARIANT~BUDGET``), all spending tasks x exploit measurements: by default ``exploit`` on
+every task; ``~shared``: one budget (``max_trials_global``) in one pass (``first_pass_trials=0``),
+the tasks by descending weighted cost, at most 2 x exploit each; ``~two-pass``: the library's
+passes with that budget: half of ``exploit`` on every task, then the other half by the weighted
+costs after the first pass, at most 1.5 x exploit each in all.
 """
 import argparse
 import contextlib
@@ -58,6 +64,7 @@ from benchmarks.networks import TOLERANCE, onnxruntime_baseline, output_error, p
 from benchmarks.report import markdown_table, median
 
 VARIANTS = ("today", "no-structure")
+BUDGETS = ("", "shared", "two-pass")
 
 
 @contextlib.contextmanager
@@ -94,9 +101,15 @@ def parse_args() -> argparse.Namespace:
     args = parser.parse_args()
     args.variants = args.variants.split(",")
     for variant in args.variants:
-        space, _, batch = variant.partition("@")
-        if space not in VARIANTS or not (batch == "" or (batch.isdigit() and int(batch) > 0)):
-            parser.error(f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, with @BATCH or not")
+        head, _, batch = variant.partition("@")
+        space, _, budget = head.partition("~")
+        if space not in VARIANTS or budget not in BUDGETS or not (
+            batch == "" or (batch.isdigit() and int(batch) > 0)
+        ):
+            parser.error(
+                f"unknown variant {variant!r}: one of {', '.join(VARIANTS)}, then "
+                f"~{' or ~'.join(BUDGETS[1:])} or not, then @BATCH or not"
+            )
     return args
 
 
@@ -112,8 +125,8 @@ def main() -> int:
         onnx_networks.write_model(spec, model_path)
         inputs = onnx_networks.random_input(spec)
         network = Network(spec, model_path, inputs, target, SimpleNamespace(), Path(workdir))
-        tasks, _, _, chosen = network.ansor_tasks(args.tasks)
-        tasks = [tasks[index] for index in chosen]
+        tasks, counts, _, chosen = network.ansor_tasks(args.tasks)
+        tasks, counts = [tasks[index] for index in chosen], [counts[index] for index in chosen]
         k_log = args.out / "ansor-K.json"
         with open(long_log, encoding="utf-8") as source:
             k_log.write_text("".join(itertools.islice(source, args.tasks * args.explore)))
@@ -130,15 +143,28 @@ def main() -> int:
                 verbose=0,
             )
             began = time.time()
-            space, _, batch = variant.partition("@")
+            head, _, batch = variant.partition("@")
+            space, _, budget = head.partition("~")
+            common = {"tasks": tasks, "batch_size": int(batch) if batch else None, "task_weights": counts}
+            total = args.tasks * args.exploit
             with space_variant(space):
-                results = auto_scheduler.droplet_exploit(
-                    str(log), target, options, exploitation_trials=args.exploit, tasks=tasks,
-                    batch_size=int(batch) if batch else None,
-                )
+                if budget == "shared":
+                    passes = [
+                        {"exploitation_trials": 2 * args.exploit, "max_trials_global": total, "first_pass_trials": 0}
+                    ]
+                elif budget == "two-pass":
+                    passes = [{"exploitation_trials": args.exploit * 3 // 2, "max_trials_global": total}]
+                else:
+                    passes = [{"exploitation_trials": args.exploit}]
+                runs = [
+                    auto_scheduler.droplet_exploit(str(log), target, options, **common, **budget_pass)
+                    for budget_pass in passes
+                ]
             seconds = time.time() - began
+            measured = [sum(run[position].exploitation_trials for run in runs) for position in range(len(tasks))]
+            speedups = [runs[0][position].before / runs[-1][position].after for position in range(len(tasks))]
             notes[method] = f"{seconds:.0f} s; " + ", ".join(
-                f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results
+                f"{speedup:.2f}x ({count})" for speedup, count in zip(speedups, measured)
             )
             print(f"  {method}: {notes[method]}", flush=True)
             logs[method] = log

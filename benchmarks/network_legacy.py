@@ -264,7 +264,8 @@ class Network:
         for total, cap in args.exploit_shared:
             yield exploit_copy(
                 f"ansor-K+droplet-{total}x{cap}",
-                f"{total} Droplet measurements shared, at most {cap} per task, heaviest weighted cost first",
+                f"{total} Droplet measurements shared, at most {cap} per task: every task first, "
+                "then the heaviest weighted cost after that",
                 cap, task_weights=counts, max_trials_global=total,
             )
 

@@ -37,7 +37,8 @@ Methods (``--schedulers``):
 - ``ansor`` (legacy): TaskScheduler for K trials per task (``ansor-K``); on a
   copy of that log ``droplet_exploit`` (``ansor-K+droplet``); with
   ``--exploit-shared GLOBAL:CAP``, ``droplet_exploit`` with the tasks' weights
-  and ``max_trials_global`` (``ansor-K+droplet-GLOBALxCAP``); with
+  and ``max_trials_global`` (``ansor-K+droplet-GLOBALxCAP``; the library's two
+  passes since 2026-12-06, one pass before); with
   ``--exploit-no-transfer``, ``droplet_exploit(transfer=False)``
   (``ansor-K+droplet-no-transfer``); the same TaskScheduler continued to
   F x K trials per task (``ansor-FK``), unless ``--skip-fk``.  Their tables

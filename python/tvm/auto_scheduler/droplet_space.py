@@ -95,6 +95,9 @@ _REDUCTION_ITERATOR = 1  # IteratorKind::kReduction
 _SPATIAL_ITERATOR = 0  # IteratorKind::kSpatial
 _UNROLL_ANNOTATION = 1  # IteratorAnnotation::kUnroll
 _PARALLEL_ANNOTATION = 3  # IteratorAnnotation::kParallel
+# The steps on a stage's loops that follow them when a point renumbers the loops.
+_LOOP_ANNOTATIONS = ("AN", "PR")
+_RENUMBERED_STEPS = _LOOP_ANNOTATIONS + ("FU",)
 
 
 @dataclass(frozen=True)
@@ -407,7 +410,7 @@ class StateSpace:
         for step in self.steps[after + 1 :]:
             if step[0] in ("CHR", "CHW", "RF"):
                 return False
-            if int(step[1]) == stage_id and step[0] not in ("AN", "PR", "FU"):
+            if int(step[1]) == stage_id and step[0] not in _RENUMBERED_STEPS:
                 return False
             if not attached and step[0] == "CA" and int(step[2]) == stage_id:
                 return False
@@ -502,7 +505,7 @@ class StateSpace:
                 index
                 for index in range(after + 1, len(self.steps))
                 if int(self.steps[index][1]) == stage_id
-                and self.steps[index][0] in ("AN", "PR", "FU")
+                and self.steps[index][0] in _RENUMBERED_STEPS
             )
         return shaped
 
@@ -581,7 +584,7 @@ class StateSpace:
                 if moved(int(step[3])) != int(step[3]):
                     return f"the loop step {index} computes stage {step[1]} at moves"
             # The fuse takes the outer loops of the renumbered stage: replaying checks it.
-            if int(step[1]) != stage_id or step[0] not in ("AN", "PR"):
+            if int(step[1]) != stage_id or step[0] not in _LOOP_ANNOTATIONS:
                 continue
             loop = int(self.steps[index][2])
             if fuse_index is not None and index > fuse_index:

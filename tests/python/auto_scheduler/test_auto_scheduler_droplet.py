@@ -692,9 +692,21 @@ def test_task_whose_exploration_failed_is_passed_over(tmp_path):
     assert results[1].exploration_trials == 1 and results[1].speedup == 1.0
 
 
+def one_record_each(log_file, tasks, lengths=(8, 4, 16, 4)):
+    """Log one record of 1 ms per task, of a tiled state; returns their states' keys."""
+    keys = []
+    for task in tasks:
+        measure_input = auto_scheduler.MeasureInput(task, tiled_matmul_state(task, lengths))
+        result = auto_scheduler.MeasureResult([1e-3], 0, "", 0.0, 0.0)
+        auto_scheduler.save_records(log_file, [measure_input], [result])
+        keys.append(json.dumps(steps_of(measure_input)))
+    return keys
+
+
 @tvm.testing.requires_llvm
 def test_shared_budget_goes_to_the_largest_share(tmp_path):
-    """With task weights and a global budget, the weighted slowest task is exploited first.
+    """With task weights and a global budget in one pass, the weighted slowest task is
+    exploited first.
 
     Both tasks' records say 1 ms; the second runs four times per model run, so
     it is exploited first, with its own budget of 2; the first gets what is
@@ -703,10 +715,7 @@ def test_shared_budget_goes_to_the_largest_share(tmp_path):
     tasks = [make_task(matmul_tensors(size)) for size in (128, 64)]
     for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
         log_file = str(tmp_path / f"shared{max_trials_global}.json")
-        for task in tasks:
-            result = auto_scheduler.MeasureResult([1e-3], 0, "", 0.0, 0.0)
-            measure_input = auto_scheduler.MeasureInput(task, tiled_matmul_state(task))
-            auto_scheduler.save_records(log_file, [measure_input], [result])
+        one_record_each(log_file, tasks)
         with open(log_file, "rb") as stream:
             before = stream.read()
         results = auto_scheduler.droplet_exploit(
@@ -717,6 +726,7 @@ def test_shared_budget_goes_to_the_largest_share(tmp_path):
             tasks=tasks,
             task_weights=[1, 4],
             max_trials_global=max_trials_global,
+            first_pass_trials=0,
         )
         assert [result.exploitation_trials for result in results] == measured
         appended = appended_records(log_file, before)
@@ -725,6 +735,51 @@ def test_shared_budget_goes_to_the_largest_share(tmp_path):
     assert "max_trials_global" in results[0].stop_reason
     assert results[0].after == results[0].before == pytest.approx(1e-3)
     assert not results[0].improved
+
+
+@tvm.testing.requires_llvm
+def test_shared_budget_in_two_passes(tmp_path):
+    """By default a global budget is spent in two passes: every task first, then by the
+    shares the first pass measured.
+
+    Both tasks' records say 1 ms, so the first pass takes them in order, one
+    measurement each (the start, measured again); the 128^3 matmul then turns
+    out 64 times the FLOPs of the 32^3 one, and the rest of the budget goes to
+    it, its search continued from its best record.
+    """
+    tasks = [make_task(matmul_tensors(size)) for size in (128, 32)]
+    log_file = str(tmp_path / "two_passes.json")
+    starts = one_record_each(log_file, tasks, (4, 4, 4, 4))
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    results = auto_scheduler.droplet_exploit(
+        log_file,
+        host_target(),
+        tuning_options(),
+        3,
+        tasks=tasks,
+        max_trials_global=4,
+        first_pass_trials=1,
+    )
+    appended = appended_records(log_file, before)
+    assert [result.exploitation_trials for result in results] == [3, 1]
+    keys = [tasks[position].workload_key for position in (0, 1, 0, 0)]
+    assert [inp.task.workload_key for inp, _ in appended] == keys
+    # The second pass starts from the task's best record: its start, measured again.
+    assert [json.dumps(steps_of(inp)) for inp, _ in appended[:3]] == starts + starts[:1]
+    first, second = results
+    assert first.stop_reason == "the budget of 2 measurements is spent"
+    assert first.before == pytest.approx(mean_cost(appended[0][1]), rel=1e-4)
+    assert first.exploration_best == pytest.approx(1e-3) and first.exploration_trials == 1
+    if first.improved:  # by a state of the second pass, at its cost there
+        assert steps_of(first.record[0]) in [steps_of(inp) for inp, _ in appended[3:]]
+        assert first.after == pytest.approx(mean_cost(first.record[1]))
+        assert first.after < first.before
+    else:
+        assert first.after == first.before and first.speedup == 1.0
+    assert second.stop_reason == "the budget of 1 measurements is spent"
+    assert not second.improved
+    check_apply_best(tasks[0], log_file)
 
 
 @tvm.testing.requires_llvm
@@ -902,6 +957,8 @@ def test_bad_weights_and_global_budget_are_refused(valid_log):
         ({"tasks": [task], "task_weights": [1, 2]}, "2 weights for 1 tasks"),
         ({"tasks": [task], "task_weights": [0]}, r"task_weights\[0\] must be a positive"),
         ({"max_trials_global": 0}, "max_trials_global must be a positive"),
+        ({"max_trials_global": 8, "first_pass_trials": -1}, "first_pass_trials must be a number"),
+        ({"first_pass_trials": 2}, "first_pass_trials needs max_trials_global"),
     ):
         _assert_refused(
             log_file,

@@ -24,8 +24,15 @@ import numpy as np
 import pytest
 
 import tvm.testing
-from tvm.contrib.droplet_search import BatchDriver, DropletSearch, error_summary
-from tvm.contrib.droplet_search.budget import SharedBudget, check_task_weights, share_order
+from tvm.contrib.droplet_search import BatchDriver, DropletResult, DropletSearch, error_summary
+from tvm.contrib.droplet_search.budget import (
+    FirstPass,
+    SharedBudget,
+    check_first_pass,
+    check_task_weights,
+    first_pass_budget,
+    share_order,
+)
 from tvm.contrib.droplet_search.journal import check_json_lines
 from tvm.contrib.droplet_search.outputs import output_difference, random_array
 from tvm.contrib.droplet_search.transfer import add_taken_over, take_over, transfer_limit
@@ -704,6 +711,77 @@ def test_tasks_are_searched_by_share_in_budget():
         [2.0, 5.0, 2.0, 9.0], 4, search, not_reached, announced.append
     )
     assert announced == [3, 1, 0, 2]
+
+
+def test_first_pass_then_the_shares_it_measured():
+    """A first pass of 2 over every task, then the rest by the shares after it; a search
+    that ended before its first budget is not continued."""
+    calls = []
+    after = {0: 1.0, 1: 5.0, 2: 2.0, 3: 4.0}  # task 1 turns out the heaviest
+
+    def search(position, budget):
+        calls.append((position, budget))
+        measured = 1 if position == 2 else budget  # task 2 converges after 1
+        return DropletResult(str(position), "cpu", 10.0, after[position], measured, reused=1)
+
+    def not_reached(position):
+        calls.append((position, "not reached"))
+        return DropletResult(str(position), "cpu", 10.0, 10.0, 0)
+
+    first_pass = FirstPass(
+        2, lambda position, result: result.after, lambda first, later: first.followed_by(later)
+    )
+    results = SharedBudget(14).search_in_share_order(
+        [3.0, 1.0, 2.0, 4.0], 5, search, not_reached, first_pass=first_pass
+    )
+    # Pass 1 by the first shares (2 x 3 + 1 = 7 spent), then 7 left: task 1 (5.0) gets
+    # its 3 more, task 3 (4.0) 3, task 0 (1.0) the last 1.
+    assert calls == [(3, 2), (0, 2), (2, 2), (1, 2), (1, 3), (3, 3), (0, 1)]
+    assert [result.measured for result in results] == [3, 5, 1, 5]
+    assert results[1].before == 10.0 and results[1].reused == 1
+    # Without a shared budget left, no second pass; a first pass as large as a task's
+    # budget is a single pass.
+    calls.clear()
+    SharedBudget(7).search_in_share_order(
+        [3.0, 1.0, 2.0, 4.0], 5, search, not_reached, None, first_pass
+    )
+    assert calls == [(3, 2), (0, 2), (2, 2), (1, 2)]
+    calls.clear()
+    SharedBudget(20).search_in_share_order(
+        [1.0, 2.0], 2, search, not_reached, first_pass=first_pass
+    )
+    assert calls == [(1, 2), (0, 2)]
+    with pytest.raises(ValueError, match="positive number of measurements per task"):
+        FirstPass(0, lambda *_: 0.0, lambda first, later: later)
+
+
+def test_first_pass_budget_and_its_checks():
+    """Half an even split by default, 0 for one pass, nothing without a shared budget."""
+    assert first_pass_budget(None, 256, 8) == 16
+    assert first_pass_budget(None, 3, 8) == 1
+    assert first_pass_budget(0, 256, 8) is None
+    assert first_pass_budget(5, 256, 8) == 5
+    assert first_pass_budget(None, None, 8) is None
+    check_first_pass(None, None)
+    check_first_pass(0, None)
+    for bad in (-1, 1.5, True, "4"):
+        with pytest.raises(ValueError, match="first_pass_trials must be a number"):
+            check_first_pass(bad, 10)
+    with pytest.raises(ValueError, match="needs max_trials_global"):
+        check_first_pass(4, None)
+
+
+def test_results_of_two_searches_join():
+    """A search continued from the best of another: its start, the later best, the sums."""
+    first = DropletResult("t", "cpu", 4.0, 2.0, 5, reused=2, wrong_outputs=1, record="a")
+    improved = DropletResult("t", "cpu", 2.1, 1.0, 3, reused=4, converged_after=2, record="b")
+    joined = first.followed_by(improved)
+    assert (joined.before, joined.after, joined.record, joined.speedup) == (4.0, 1.0, "b", 4.0)
+    assert (joined.measured, joined.reused, joined.wrong_outputs) == (8, 2, 1)
+    assert joined.converged_after == 7
+    unchanged = first.followed_by(DropletResult("t", "cpu", 2.1, 2.1, 3, stop_reason="spent"))
+    assert (unchanged.after, unchanged.record, unchanged.stop_reason) == (2.0, "a", "spent")
+    assert unchanged.converged_after is None
 
 
 def test_take_over_every_workloads_fastest_first():

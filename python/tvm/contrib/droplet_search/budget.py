@@ -23,9 +23,16 @@ descending order of their *share*, the run time of the task's best program
 times its weight (how many times a run of the model runs it), and spend one
 budget of measurements for all of them: each task at most its own budget, and
 a task whose turn comes after the shared budget is spent is not searched.
+
+The shares are known only from the programs found so far: after a few
+measurements a task may turn out lighter or heavier than it looked.  With a
+*first pass*, every task is first searched with a few measurements, and the rest
+of the budget then goes by the shares the first pass left, to the tasks whose
+search used all of its first budget (each searched again from its best program).
 """
 import math
 import numbers
+from dataclasses import dataclass
 from typing import Callable, List, Optional, Sequence, TypeVar
 
 from .search import is_count
@@ -110,6 +117,33 @@ def share_order(shares: Sequence[float]) -> List[int]:
     return sorted(range(len(shares)), key=lambda position: -shares[position])
 
 
+@dataclass
+class FirstPass:
+    """A first pass of :meth:`SharedBudget.search_in_share_order` over every task.
+
+    Parameters
+    ----------
+    budget : int
+        The measurements of each task in the first pass.
+    share : Callable[[int, Result], float]
+        A task's share after the first pass, from its position and first result
+        (its best cost found times its weight).
+    join : Callable[[Result, Result], Result]
+        The result of a task searched twice, from its first and second results.
+    """
+
+    budget: int
+    share: Callable[[int, Result], float]
+    join: Callable[[Result, Result], Result]
+
+    def __post_init__(self):
+        if not is_count(self.budget):
+            raise ValueError(
+                f"the first pass needs a positive number of measurements per task, "
+                f"got {self.budget!r}"
+            )
+
+
 class SharedBudget:
     """The measurements left to the tasks searched one after another.
 
@@ -145,6 +179,7 @@ class SharedBudget:
         search: Callable[[int, int], Result],
         not_reached: Callable[[int], Result],
         announce: Optional[Callable[[int], None]] = None,
+        first_pass: Optional[FirstPass] = None,
     ) -> List[Result]:
         """Search the tasks one after another, largest share first, within the budgets.
 
@@ -153,22 +188,30 @@ class SharedBudget:
         shares : Sequence[float]
             Each task's share of the model's run time (see :func:`share_order`).
         task_budget : int
-            The most measurements one task may make.
+            The most measurements one task may make (over both passes).
         search : Callable[[int, int], Result]
             Searches the task at a position within a budget of measurements and
             returns its result, whose ``measured`` is spent from this budget.
+            In the second pass it is called again for the same position and
+            continues the task's search.
         not_reached : Callable[[int], Result]
             The result of the task at a position whose turn came after this
             budget was spent; it measures nothing.
         announce : Optional[Callable[[int], None]]
-            Called with each task's position when its turn comes, searched or
-            not (e.g. to log its share).
+            Called with each task's position when its turn comes in the first
+            pass, searched or not (e.g. to log its share).
+        first_pass : Optional[FirstPass]
+            Search every task with a few measurements first, then spend the
+            rest by the shares after that pass (see :class:`FirstPass`); one
+            pass when omitted.
 
         Returns
         -------
         results : List[Result]
-            One result per task, in the order of ``shares``.
+            One result per task, in the order of ``shares``; a task searched in
+            both passes has its two results joined by ``first_pass.join``.
         """
+        first_budget = task_budget if first_pass is None else min(task_budget, first_pass.budget)
         results = {}
         for position in share_order(shares):
             if announce is not None:
@@ -176,6 +219,76 @@ class SharedBudget:
             if self.spent:
                 results[position] = not_reached(position)
                 continue
-            results[position] = search(position, self.grant(task_budget))
+            granted = self.grant(first_budget)
+            results[position] = search(position, granted)
             self.spend(results[position].measured)
+        if first_pass is None or first_budget >= task_budget:
+            return [results[position] for position in range(len(shares))]
+        # Searches that ended before their budget (converged, failing) are over.
+        unfinished = [
+            position
+            for position in range(len(shares))
+            if results[position].measured >= first_budget
+        ]
+        later_shares = {
+            position: first_pass.share(position, results[position]) for position in unfinished
+        }
+        for position in sorted(unfinished, key=lambda position: -later_shares[position]):
+            if self.spent:
+                break
+            later = search(position, self.grant(task_budget - results[position].measured))
+            self.spend(later.measured)
+            results[position] = first_pass.join(results[position], later)
         return [results[position] for position in range(len(shares))]
+
+
+def check_first_pass(first_pass_trials, max_trials_global: Optional[int]) -> None:
+    """Refuse a ``first_pass_trials`` that is not a count, or one without a shared budget.
+
+    Raises
+    ------
+    ValueError
+        For a value that is not an integer of 0 or more, or a positive value
+        without ``max_trials_global`` (without a shared budget, every task has
+        its own and a first pass changes nothing).
+    """
+    if first_pass_trials is None:
+        return
+    if not is_count(first_pass_trials, minimum=0):
+        raise ValueError(
+            "first_pass_trials must be a number of trials per task (0 for a single pass), "
+            f"got {first_pass_trials!r}"
+        )
+    if first_pass_trials and max_trials_global is None:
+        raise ValueError(
+            "first_pass_trials needs max_trials_global: without a shared budget every task "
+            "has its own, exploitation_trials"
+        )
+
+
+def first_pass_budget(
+    first_pass_trials: Optional[int], max_trials_global: Optional[int], tasks: int
+) -> Optional[int]:
+    """The measurements of each task in the first pass; None for a single pass.
+
+    Parameters
+    ----------
+    first_pass_trials : Optional[int]
+        The caller's choice (checked by :func:`check_first_pass`): 0 for a
+        single pass, None for the default.
+    max_trials_global : Optional[int]
+        The shared budget; None for none, hence a single pass.
+    tasks : int
+        The number of tasks sharing it.
+
+    Returns
+    -------
+    budget : Optional[int]
+        ``first_pass_trials``, or by default half an even split of the shared
+        budget (at least one measurement).
+    """
+    if max_trials_global is None or first_pass_trials == 0:
+        return None
+    if first_pass_trials is not None:
+        return first_pass_trials
+    return max(1, max_trials_global // (2 * max(1, tasks)))

@@ -15,6 +15,7 @@
 # specific language governing permissions and limitations
 # under the License.
 """What a Droplet Search reports: one result per task, and short error messages."""
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -79,6 +80,36 @@ class DropletResult:
     def improved(self) -> bool:
         """Whether a program faster than the start was found (its record is ``record``)."""
         return self.record is not None
+
+    def followed_by(self, later: "DropletResult") -> "DropletResult":
+        """This search and ``later``, which continued it from its best program, as one.
+
+        The start and its cost are this search's, the best found is the later's
+        (or this search's, when the later found nothing faster than its start),
+        and the counts add up.
+
+        Parameters
+        ----------
+        later : DropletResult
+            The result of the search that continued this one.
+
+        Returns
+        -------
+        result : DropletResult
+            A copy of ``later`` covering both searches.
+        """
+        converged = later.converged_after
+        best = later if later.record is not None else self
+        return dataclasses.replace(
+            later,
+            before=self.before,
+            after=best.after,
+            record=best.record,
+            measured=self.measured + later.measured,
+            reused=self.reused,
+            wrong_outputs=self.wrong_outputs + later.wrong_outputs,
+            converged_after=None if converged is None else self.measured + converged,
+        )
 
 
 _FRAME = re.compile(r"^\d+: ")
