@@ -28,14 +28,7 @@ scheduler's search space maps points to its configurations or schedules.
 runs, checks and records a batch of points; :class:`DropletResult` reports it.
 :class:`SharedBudget` spends one budget over a model's tasks, heaviest first.
 """
-from .budget import (
-    FirstPass,
-    SharedBudget,
-    check_first_pass,
-    check_task_weights,
-    first_pass_budget,
-    share_order,
-)
+from .budget import FirstPass, SharedBudget, check_task_weights, share_order
 from .driver import BatchDriver
 from .neighbourhood import Point
 from .report import DropletResult, error_summary
