@@ -219,8 +219,7 @@ class SharedBudget:
             if self.spent:
                 results[position] = not_reached(position)
                 continue
-            granted = self.grant(first_budget)
-            results[position] = search(position, granted)
+            results[position] = search(position, self.grant(first_budget))
             self.spend(results[position].measured)
         if first_pass is None or first_budget >= task_budget:
             return [results[position] for position in range(len(shares))]
