@@ -37,6 +37,11 @@ every task; ``~shared``: one budget (``max_trials_global``) in one pass (``first
 the tasks by descending weighted cost, at most 2 x exploit each; ``~two-pass``: the library's
 passes with that budget: half of ``exploit`` on every task, then the other half by the weighted
 costs after the first pass, at most 1.5 x exploit each in all.
+
+Starts (``--rounds R1,R2``): Droplet from Ansor after R rounds of K per task (the first R x tasks
+x K lines of the F x K log, which tuned in rounds of tasks x K), so R = 3 asks whether Droplet
+pays as a finisher of a longer Ansor run rather than after its first round; every variant runs
+from every start.
 """
 import argparse
 import contextlib
@@ -96,10 +101,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--explore", type=int, default=16, help="K: Ansor's trials per task")
     parser.add_argument("--exploit", type=int, default=32, help="Droplet trials per task")
     parser.add_argument("--variants", default="no-structure,today", help=f"comma-separated, of {VARIANTS}")
+    parser.add_argument("--rounds", default="1", help="comma-separated: Droplet from Ansor after R rounds of K")
     parser.add_argument("--timing-rounds", type=int, default=7)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/ansor-replay"))
     args = parser.parse_args()
     args.variants = args.variants.split(",")
+    if not all(part.isdigit() and int(part) > 0 for part in args.rounds.split(",")):
+        parser.error(f"--rounds {args.rounds!r}: comma-separated counts of Ansor's rounds, each at least 1")
+    args.rounds = [int(part) for part in args.rounds.split(",")]
     for variant in args.variants:
         head, _, batch = variant.partition("@")
         space, _, budget = head.partition("~")
@@ -111,6 +120,36 @@ def parse_args() -> argparse.Namespace:
                 f"~{' or ~'.join(BUDGETS[1:])} or not, then @BATCH or not"
             )
     return args
+
+
+def exploit(args: argparse.Namespace, tasks, counts, target, variant: str, log: Path) -> str:
+    """Droplet on ``log`` with one variant; its time and each task's speedup over its start."""
+    options = auto_scheduler.TuningOptions(
+        num_measure_trials=args.exploit,
+        num_measures_per_round=min(args.explore, 16),
+        runner=ansor_runner(),
+        verbose=0,
+    )
+    began = time.time()
+    head, _, batch = variant.partition("@")
+    space, _, budget = head.partition("~")
+    common = {"tasks": tasks, "batch_size": int(batch) if batch else None, "task_weights": counts}
+    total = args.tasks * args.exploit
+    with space_variant(space):
+        if budget == "shared":
+            passes = [{"exploitation_trials": 2 * args.exploit, "max_trials_global": total, "first_pass_trials": 0}]
+        elif budget == "two-pass":
+            passes = [{"exploitation_trials": args.exploit * 3 // 2, "max_trials_global": total}]
+        else:
+            passes = [{"exploitation_trials": args.exploit}]
+        runs = [
+            auto_scheduler.droplet_exploit(str(log), target, options, **common, **budget_pass)
+            for budget_pass in passes
+        ]
+    seconds = time.time() - began
+    measured = [sum(run[position].exploitation_trials for run in runs) for position in range(len(tasks))]
+    speedups = [runs[0][position].before / runs[-1][position].after for position in range(len(tasks))]
+    return f"{seconds:.0f} s; " + ", ".join(f"{speedup:.2f}x ({count})" for speedup, count in zip(speedups, measured))
 
 
 def main() -> int:
@@ -127,47 +166,20 @@ def main() -> int:
         network = Network(spec, model_path, inputs, target, SimpleNamespace(), Path(workdir))
         tasks, counts, _, chosen = network.ansor_tasks(args.tasks)
         tasks, counts = [tasks[index] for index in chosen], [counts[index] for index in chosen]
-        k_log = args.out / "ansor-K.json"
-        with open(long_log, encoding="utf-8") as source:
-            k_log.write_text("".join(itertools.islice(source, args.tasks * args.explore)))
-        logs: Dict[str, Path] = {"ansor-K": k_log}
+        logs: Dict[str, Path] = {}
         notes: Dict[str, str] = {}
-        for variant in args.variants:
-            method = f"ansor-K+droplet-{variant}"
-            log = args.out / f"{method}.json"
-            shutil.copy(k_log, log)
-            options = auto_scheduler.TuningOptions(
-                num_measure_trials=args.exploit,
-                num_measures_per_round=min(args.explore, 16),
-                runner=ansor_runner(),
-                verbose=0,
-            )
-            began = time.time()
-            head, _, batch = variant.partition("@")
-            space, _, budget = head.partition("~")
-            common = {"tasks": tasks, "batch_size": int(batch) if batch else None, "task_weights": counts}
-            total = args.tasks * args.exploit
-            with space_variant(space):
-                if budget == "shared":
-                    passes = [
-                        {"exploitation_trials": 2 * args.exploit, "max_trials_global": total, "first_pass_trials": 0}
-                    ]
-                elif budget == "two-pass":
-                    passes = [{"exploitation_trials": args.exploit * 3 // 2, "max_trials_global": total}]
-                else:
-                    passes = [{"exploitation_trials": args.exploit}]
-                runs = [
-                    auto_scheduler.droplet_exploit(str(log), target, options, **common, **budget_pass)
-                    for budget_pass in passes
-                ]
-            seconds = time.time() - began
-            measured = [sum(run[position].exploitation_trials for run in runs) for position in range(len(tasks))]
-            speedups = [runs[0][position].before / runs[-1][position].after for position in range(len(tasks))]
-            notes[method] = f"{seconds:.0f} s; " + ", ".join(
-                f"{speedup:.2f}x ({count})" for speedup, count in zip(speedups, measured)
-            )
-            print(f"  {method}: {notes[method]}", flush=True)
-            logs[method] = log
+        for rounds in args.rounds:
+            start = "ansor-K" if rounds == 1 else f"ansor-{rounds}K"
+            start_log = args.out / f"{start}.json"
+            with open(long_log, encoding="utf-8") as source:
+                start_log.write_text("".join(itertools.islice(source, rounds * args.tasks * args.explore)))
+            logs[start] = start_log
+            for variant in args.variants:
+                method = f"{start}+droplet-{variant}"
+                logs[method] = args.out / f"{method}.json"
+                shutil.copy(start_log, logs[method])
+                notes[method] = exploit(args, tasks, counts, target, variant, logs[method])
+                print(f"  {method}: {notes[method]}", flush=True)
         logs[f"ansor-{count_lines(long_log) // args.tasks // args.explore}K"] = long_log
         finals = {"onnxruntime": onnxruntime_baseline(model_path, inputs)}
         for method, log in logs.items():
