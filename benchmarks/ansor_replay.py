@@ -53,7 +53,7 @@ import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, Iterator, List
+from typing import Dict, Iterator, List, Tuple
 
 import tvm
 from tvm import auto_scheduler
@@ -93,6 +93,13 @@ def space_variant(name: str) -> Iterator[None]:
             setattr(StateSpace, key, value)
 
 
+def parse_variant(variant: str) -> Tuple[str, str, str]:
+    """``SPACE~BUDGET@BATCH`` as its three parts (empty when absent)."""
+    head, _, batch = variant.partition("@")
+    space, _, budget = head.partition("~")
+    return space, budget, batch
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("logs", type=Path, help="the logs-NETWORK folder of networks.py --keep-logs")
@@ -110,8 +117,7 @@ def parse_args() -> argparse.Namespace:
         parser.error(f"--rounds {args.rounds!r}: comma-separated counts of Ansor's rounds, each at least 1")
     args.rounds = [int(part) for part in args.rounds.split(",")]
     for variant in args.variants:
-        head, _, batch = variant.partition("@")
-        space, _, budget = head.partition("~")
+        space, budget, batch = parse_variant(variant)
         if space not in VARIANTS or budget not in BUDGETS or not (
             batch == "" or (batch.isdigit() and int(batch) > 0)
         ):
@@ -130,26 +136,24 @@ def exploit(args: argparse.Namespace, tasks, counts, target, variant: str, log: 
         runner=ansor_runner(),
         verbose=0,
     )
-    began = time.time()
-    head, _, batch = variant.partition("@")
-    space, _, budget = head.partition("~")
-    common = {"tasks": tasks, "batch_size": int(batch) if batch else None, "task_weights": counts}
+    space, budget, batch = parse_variant(variant)
     total = args.tasks * args.exploit
+    if budget == "shared":
+        budgets = {"exploitation_trials": 2 * args.exploit, "max_trials_global": total, "first_pass_trials": 0}
+    elif budget == "two-pass":
+        budgets = {"exploitation_trials": args.exploit * 3 // 2, "max_trials_global": total}
+    else:
+        budgets = {"exploitation_trials": args.exploit}
+    began = time.time()
     with space_variant(space):
-        if budget == "shared":
-            passes = [{"exploitation_trials": 2 * args.exploit, "max_trials_global": total, "first_pass_trials": 0}]
-        elif budget == "two-pass":
-            passes = [{"exploitation_trials": args.exploit * 3 // 2, "max_trials_global": total}]
-        else:
-            passes = [{"exploitation_trials": args.exploit}]
-        runs = [
-            auto_scheduler.droplet_exploit(str(log), target, options, **common, **budget_pass)
-            for budget_pass in passes
-        ]
+        results = auto_scheduler.droplet_exploit(
+            str(log), target, options, tasks=tasks, batch_size=int(batch) if batch else None,
+            task_weights=counts, **budgets,
+        )
     seconds = time.time() - began
-    measured = [sum(run[position].exploitation_trials for run in runs) for position in range(len(tasks))]
-    speedups = [runs[0][position].before / runs[-1][position].after for position in range(len(tasks))]
-    return f"{seconds:.0f} s; " + ", ".join(f"{speedup:.2f}x ({count})" for speedup, count in zip(speedups, measured))
+    return f"{seconds:.0f} s; " + ", ".join(
+        f"{result.speedup:.2f}x ({result.exploitation_trials})" for result in results
+    )
 
 
 def main() -> int:
