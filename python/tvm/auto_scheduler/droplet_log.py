@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from tvm._ffi.base import TVMError
-from tvm.contrib.droplet_search import error_summary, mean
+from tvm.contrib.droplet_search import error_summary, has_lower_mean, mean
 from tvm.contrib.droplet_search.journal import check_json_lines
 
 from . import _ffi_api
@@ -141,8 +141,8 @@ class TaskRecords:
     def add(self, record: Record) -> None:
         """Add a record of the task."""
         self.records.append(record)
-        costs = costs_of(record[1])
-        if costs is not None and (self.best is None or mean(costs) < mean(costs_of(self.best[1]))):
+        best_costs = None if self.best is None else costs_of(self.best[1])
+        if has_lower_mean(costs_of(record[1]), best_costs):
             self.best = record
 
     def by_state(self) -> Dict[str, Record]:
@@ -151,12 +151,9 @@ class TaskRecords:
         for record in self.records:
             key = state_key(record[0])
             previous = chosen.get(key)
-            costs = costs_of(record[1])
             if previous is not None:
                 previous_costs = costs_of(previous[1])
-                if previous_costs is not None and (
-                    costs is None or mean(previous_costs) <= mean(costs)
-                ):
+                if previous_costs and not has_lower_mean(costs_of(record[1]), previous_costs):
                     continue
             chosen[key] = record
         return chosen

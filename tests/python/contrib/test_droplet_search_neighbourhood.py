@@ -22,7 +22,7 @@ import pytest
 import scipy.stats
 
 import tvm.testing
-from tvm.contrib.droplet_search import is_faster
+from tvm.contrib.droplet_search import has_lower_mean, is_faster
 from tvm.contrib.droplet_search.statistics import welch_less_pvalue
 from tvm.contrib.droplet_search.neighbourhood import DirectionScores, Walk, combined, step_of
 
@@ -113,6 +113,15 @@ def test_noisy_candidates_need_significance():
     assert not is_faster([1.0], [1.0], 0.05)
     assert is_faster([0.5, 0.5], [1.0, 1.0], 0.05), "equal repeats that differ"
     assert not is_faster([], [1.0], 0.05) and is_faster([5.0], [], 0.05)
+
+
+def test_records_keep_the_lowest_mean_success():
+    """Of two records of one point, without a test: the successful one with the lower mean."""
+    assert has_lower_mean([0.7, 1.3], [1.0, 1.1]), "means only: 1.0 against 1.05"
+    assert not has_lower_mean([0.9, 1.3], [1.0, 1.1])
+    assert not has_lower_mean([1.05], [1.0, 1.1]), "a tie keeps the earlier record"
+    assert has_lower_mean([2.0], None) and has_lower_mean([2.0], ())
+    assert not has_lower_mean(None, [1.0]) and not has_lower_mean((), None)
 
 
 def test_acceptance_is_scipy_welch():

@@ -31,7 +31,7 @@ import operator
 from collections.abc import Mapping
 from typing import Dict, Iterator, List, Optional, Sequence, Set, Tuple
 
-from tvm.contrib.droplet_search import DropletSearch, is_count, mean
+from tvm.contrib.droplet_search import DropletSearch, has_lower_mean, is_count
 from tvm.contrib.droplet_search.transfer import take_over
 
 from ..measure import MeasureErrorNo, MeasureInput, MeasureResult
@@ -357,8 +357,8 @@ class DropletTuner(Tuner):
         """
         best = self.search.best
         choice = None if best is None else (self._index(best[0]), best[1])
-        if self._successor_best is not None and (
-            choice is None or mean(self._successor_best[1]) < mean(choice[1])
+        if self._successor_best is not None and has_lower_mean(
+            self._successor_best[1], None if choice is None else choice[1]
         ):
             choice = self._successor_best
         if choice is None:
@@ -453,7 +453,7 @@ class DropletTuner(Tuner):
         # The successor learns from every measurement, and counts them as visited.
         self.successor.update(inputs, results)
         best = self.best_choice
-        best_mean = None if best is None else mean(best[2])
+        best_costs = None if best is None else best[2]
         faster = None
         for inp, res in zip(inputs, results):
             index = inp.config.index
@@ -463,8 +463,8 @@ class DropletTuner(Tuner):
                 self.polisher.tell(point, costs)
             point = point or self._point(index)
             self._later_history[point] = costs
-            if costs and (best_mean is None or mean(costs) < best_mean):
-                best_mean = mean(costs)
+            if has_lower_mean(costs, best_costs):
+                best_costs = costs
                 self._successor_best = (index, costs)
                 faster = point
         if faster is not None and self.polish and self.polisher is None and not self._handed:

@@ -33,4 +33,4 @@ from .driver import BatchDriver
 from .neighbourhood import Point
 from .report import DropletResult, error_summary
 from .search import Costs, DropletSearch, is_count
-from .statistics import is_faster, mean
+from .statistics import has_lower_mean, is_faster, mean

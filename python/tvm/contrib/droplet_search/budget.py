@@ -162,7 +162,12 @@ class SharedBudget:
         return self.remaining == 0
 
     def grant(self, task_budget: int) -> int:
-        """The budget of the next task: its own, or what is left when that is less."""
+        """The budget of the next task: its own, or what is left when that is less.
+
+        It is 0 once the budget is :attr:`spent`, so a caller asks :attr:`spent`
+        first (as :meth:`search_in_share_order` does): a search is never given a
+        budget of 0, which its checks would refuse.
+        """
         if self.remaining is None:
             return task_budget
         return min(task_budget, self.remaining)

@@ -28,7 +28,7 @@ from typing import Callable, Dict, Hashable, List, Optional, Sequence, Tuple
 
 from .neighbourhood import Point
 from .search import Costs, DropletSearch, is_count
-from .statistics import mean
+from .statistics import has_lower_mean
 
 Evaluate = Callable[
     [List[Point], Callable[[Optional[Sequence[float]]], bool]], List[Optional[Sequence[float]]]
@@ -102,7 +102,7 @@ class BatchDriver:
         key = self._identify(tuple(point))
         observed = self.search.costs(point) or ()
         known = self._known.get(key)
-        if known is None or (observed and (not known or mean(observed) < mean(known))):
+        if known is None or has_lower_mean(observed, known):
             self._known[key] = observed
 
     def run(self, evaluate: Evaluate) -> None:

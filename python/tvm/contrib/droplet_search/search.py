@@ -47,7 +47,7 @@ import types
 from typing import Callable, Dict, List, Mapping, Optional, Sequence, Set, Tuple, Union
 
 from .neighbourhood import DirectionScores, Point, Walk, combined, step_of
-from .statistics import is_faster, mean
+from .statistics import has_lower_mean, is_faster, mean
 
 Costs = Tuple[float, ...]
 """The costs (seconds per run) measured for one point; empty when it failed."""
@@ -273,7 +273,7 @@ class DropletSearch:
         if not costs:
             return False
         best = self.best
-        if best is None or mean(costs) < mean(best[1]):
+        if has_lower_mean(costs, None if best is None else best[1]):
             return True
         return is_faster(costs, self._history.get(self.centre, ()), self.pvalue)
 
@@ -453,15 +453,14 @@ class DropletSearch:
             self._sample.clear()
             self._sampling = False
         previous = self._history.get(point)
-        if previous and (not cleaned or mean(previous) <= mean(cleaned)):
+        if previous and not has_lower_mean(cleaned, previous):
             return
         self._history[point] = cleaned
         if remeasure and cleaned:
             self._stale.add(point)
         else:
             self._stale.discard(point)
-        centre_costs = self._history.get(self.centre)
-        if cleaned and (not centre_costs or mean(cleaned) < mean(centre_costs)):
+        if has_lower_mean(cleaned, self._history.get(self.centre)):
             self._move(point)
 
     @staticmethod

@@ -18,7 +18,30 @@
 import math
 from statistics import fmean as mean
 from statistics import variance
-from typing import Sequence
+from typing import Optional, Sequence
+
+
+def has_lower_mean(costs: Optional[Sequence[float]], other: Optional[Sequence[float]]) -> bool:
+    """Whether ``costs`` are a success with a lower mean than ``other``, or ``other`` failed.
+
+    The rule for records without a test between them (both read from a log or
+    database, or kept per point): of two records of one point or program, the
+    successful one with the lowest mean is its best, and a tie keeps the
+    earlier.
+
+    Parameters
+    ----------
+    costs, other : Optional[Sequence[float]]
+        Measured costs, lower is better; None or empty for a failure.
+
+    Returns
+    -------
+    lower : bool
+        True when ``costs`` should replace ``other`` as the best.
+    """
+    if not costs:
+        return False
+    return not other or mean(costs) < mean(other)
 
 
 def is_faster(candidate: Sequence[float], incumbent: Sequence[float], pvalue: float) -> bool:
