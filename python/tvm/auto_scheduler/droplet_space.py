@@ -39,7 +39,12 @@ sketch policy samples or mutates, each a dimension of the space:
   itself computed at a stage, that stage's loops outside the consumer (the
   candidates of the sketch policy's compute-location mutation).  A location on
   a loop of extent one is the same program as the location one loop further
-  out, so it is valid only for the state's own choice;
+  out, so it is valid only for the state's own choice.  A stage counts as
+  tiled when a split before its compute-at step made one of its loops an
+  outer tile.  The sketch policy's mutation asks the finished state, where
+  the fuse its vectorization rule adds to a padding stage's inner loops
+  counts too, so it moves fewer stages than this space does; the locations
+  kept here are those its initial compute-location rule samples;
 - on CPU targets, the tiling level a fused consumer follows (the follow splits,
   ``FSP``, of the sketch rule that tiles a stage with its elementwise consumer:
   levels 1 and 2, two sketches of the policy): the follow splits, the reorder
