@@ -171,7 +171,8 @@ class OutputCheck:
         self._expected = expected
         logger.warning(
             "Post-optimization of %s: the start record computes a wrong result (%s); "
-            "candidates are checked against the unscheduled workload instead",
+            "candidates are checked against the unscheduled workload instead. The database "
+            "keeps that record: it stays the workload's best unless a candidate runs faster",
             self.name,
             self.start_difference,
         )
