@@ -172,7 +172,7 @@ class OutputCheck:
         logger.warning(
             "Post-optimization of %s: the start record computes a wrong result (%s); "
             "candidates are checked against the unscheduled workload instead. The database "
-            "keeps that record: it stays the workload's best unless a candidate runs faster",
+            "keeps that record: it stays the workload's best unless a faster program is measured",
             self.name,
             self.start_difference,
         )
