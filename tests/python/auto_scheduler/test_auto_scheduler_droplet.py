@@ -17,6 +17,7 @@
 """Droplet exploitation of auto-scheduler states, on real tuning of this host's CPU."""
 import functools
 import json
+import logging
 import os
 import shutil
 
@@ -1035,6 +1036,39 @@ def test_interrupted_check_keeps_the_checked_records(tmp_path, monkeypatch):
     appended = appended_records(log_file, before)
     successes = [json.dumps(steps_of(inp)) for inp, res in appended if res.error_no == 0]
     assert successes == checked[:1], "the checked record is kept, the unchecked ones are not"
+
+
+@tvm.testing.requires_llvm
+def test_wrong_start_checks_every_measured_state(tmp_path, monkeypatch, caplog):
+    """A start computing wrong outputs makes every measured state checked, not only the fastest."""
+    caplog.set_level(logging.WARNING, logger="auto_scheduler")
+    task = make_task(matmul_tensors())
+    # The record of a miscompiled kernel: faster than every state the search measures, so
+    # no candidate could become the best, and the start measured again is not a challenger.
+    log_file = synthetic_log(tmp_path, task, naive_matmul_state(task), cost=1e-9)
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    set_reference = StateOutputChecker.set_reference
+    difference = StateOutputChecker.difference
+    checked = []
+
+    def start_differs(self, task, state):
+        set_reference(self, task, state)  # the real reference: the correct candidates pass
+        return "injected: 4096 of 4096 values of output 0 differ"
+
+    def counted(self, task, state, library=None):
+        checked.append(json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))))
+        return difference(self, task, state, library)
+
+    monkeypatch.setattr(StateOutputChecker, "set_reference", start_differs)
+    monkeypatch.setattr(StateOutputChecker, "difference", counted)
+    auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 4, batch_size=4)
+
+    appended = appended_records(log_file, before)
+    successes = [json.dumps(steps_of(inp)) for inp, res in appended if res.error_no == 0]
+    assert len(successes) == 4 and sorted(checked) == sorted(successes)
+    assert "computes wrong outputs (injected" in caplog.text
+    assert "every measured state is checked against the unscheduled program" in caplog.text
 
 
 def test_task_without_records_is_refused(valid_log):
