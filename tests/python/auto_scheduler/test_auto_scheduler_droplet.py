@@ -1071,6 +1071,44 @@ def test_wrong_start_checks_every_measured_state(tmp_path, monkeypatch, caplog):
     assert "every measured state is checked against the unscheduled program" in caplog.text
 
 
+@tvm.testing.requires_llvm
+def test_wrong_start_is_left_for_a_right_neighbour(tmp_path, monkeypatch, caplog):
+    """A start whose measurement fails the check is a failed centre: the search moves off it."""
+    caplog.set_level(logging.DEBUG, logger="auto_scheduler")
+    task = make_task(matmul_tensors())
+    state = naive_matmul_state(task)
+    log_file = synthetic_log(tmp_path, task, state, cost=1e-9)
+    with open(log_file, "rb") as stream:
+        before = stream.read()
+    start = json.dumps(steps_of(auto_scheduler.MeasureInput(task, state)))
+    set_reference = StateOutputChecker.set_reference
+    difference = StateOutputChecker.difference
+
+    def start_differs(self, task, state):
+        set_reference(self, task, state)
+        return "injected: 4096 of 4096 values of output 0 differ"
+
+    def start_is_wrong(self, task, state, library=None):
+        if json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))) == start:
+            return "injected: the start computes other values"
+        return difference(self, task, state, library)
+
+    monkeypatch.setattr(StateOutputChecker, "set_reference", start_differs)
+    monkeypatch.setattr(StateOutputChecker, "difference", start_is_wrong)
+    (result,) = auto_scheduler.droplet_exploit(
+        log_file, host_target(), tuning_options(), 8, batch_size=4
+    )
+
+    appended = appended_records(log_file, before)
+    errors = {json.dumps(steps_of(inp)): res.error_no for inp, res in appended}
+    assert errors[start] == auto_scheduler.measure.MeasureErrorNo.WRONG_ANSWER
+    assert result.wrong_outputs == 1 and len(appended) == 8
+    assert "moves to" in caplog.text and "was failed)" in caplog.text
+    # The log keeps the start's record: it is what ApplyHistoryBest applies.
+    best_input, _ = auto_scheduler.load_best_record(log_file, task.workload_key)
+    assert json.dumps(steps_of(best_input)) == start
+
+
 def test_task_without_records_is_refused(valid_log):
     _, log_file = valid_log
     conv = make_task(conv2d_tensors())
