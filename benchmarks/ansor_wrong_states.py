@@ -39,6 +39,7 @@ from a schedule that computes something else.
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -46,10 +47,9 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Dict, List
 
-import numpy as np
-
 import tvm
 from tvm import auto_scheduler
+from tvm.auto_scheduler.droplet_log import costs_of
 from tvm.auto_scheduler.measure import MeasureErrorNo
 from tvm.auto_scheduler.measure_record import load_record_from_string
 from tvm.auto_scheduler.state_output_check import StateOutputChecker
@@ -94,10 +94,10 @@ def check_log(
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
     for number, line in enumerate(lines, start=1):
         inp, res = load_record_from_string(line)
-        key = inp.task.workload_key
-        if key not in tasks or int(res.error_no) != int(MeasureErrorNo.NO_ERROR):
+        key, costs = inp.task.workload_key, costs_of(res)
+        if key not in tasks or not costs:
             continue
-        cost = float(np.mean([float(value) for value in res.costs]))
+        cost = statistics.fmean(costs)
         if key in best and cost >= best[key]:
             continue
         task = tasks[key]
@@ -109,7 +109,6 @@ def check_log(
             best[key] = cost
             continue
         at_o0 = checker.difference(unoptimized(task), inp.state)
-        checker.set_reference(task, task.compute_dag.get_init_state())
         record = json.loads(line)
         record["r"][1] = int(MeasureErrorNo.WRONG_ANSWER)
         lines[number - 1] = json.dumps(record) + "\n"
