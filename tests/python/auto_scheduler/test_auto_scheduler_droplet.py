@@ -1038,6 +1038,29 @@ def test_interrupted_check_keeps_the_checked_records(tmp_path, monkeypatch):
     assert successes == checked[:1], "the checked record is kept, the unchecked ones are not"
 
 
+def report_start_wrong(monkeypatch, wrong_steps=None):
+    """Make the output checker report the start as computing wrong outputs, and the state with
+    ``wrong_steps`` (``steps_of``, as JSON) too; returns the steps of every state it checks."""
+    set_reference = StateOutputChecker.set_reference
+    difference = StateOutputChecker.difference
+    checked = []
+
+    def start_differs(self, task, state):
+        set_reference(self, task, state)  # the real reference: the correct candidates pass
+        return "injected: 4096 of 4096 values of output 0 differ"
+
+    def checked_difference(self, task, state, library=None):
+        steps = json.dumps(steps_of(auto_scheduler.MeasureInput(task, state)))
+        checked.append(steps)
+        if steps == wrong_steps:
+            return "injected: the start computes other values"
+        return difference(self, task, state, library)
+
+    monkeypatch.setattr(StateOutputChecker, "set_reference", start_differs)
+    monkeypatch.setattr(StateOutputChecker, "difference", checked_difference)
+    return checked
+
+
 @tvm.testing.requires_llvm
 def test_wrong_start_checks_every_measured_state(tmp_path, monkeypatch, caplog):
     """A start computing wrong outputs makes every measured state checked, not only the fastest."""
@@ -1048,20 +1071,7 @@ def test_wrong_start_checks_every_measured_state(tmp_path, monkeypatch, caplog):
     log_file = synthetic_log(tmp_path, task, naive_matmul_state(task), cost=1e-9)
     with open(log_file, "rb") as stream:
         before = stream.read()
-    set_reference = StateOutputChecker.set_reference
-    difference = StateOutputChecker.difference
-    checked = []
-
-    def start_differs(self, task, state):
-        set_reference(self, task, state)  # the real reference: the correct candidates pass
-        return "injected: 4096 of 4096 values of output 0 differ"
-
-    def counted(self, task, state, library=None):
-        checked.append(json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))))
-        return difference(self, task, state, library)
-
-    monkeypatch.setattr(StateOutputChecker, "set_reference", start_differs)
-    monkeypatch.setattr(StateOutputChecker, "difference", counted)
+    checked = report_start_wrong(monkeypatch)
     auto_scheduler.droplet_exploit(log_file, host_target(), tuning_options(), 4, batch_size=4)
 
     appended = appended_records(log_file, before)
@@ -1081,20 +1091,7 @@ def test_wrong_start_is_left_for_a_right_neighbour(tmp_path, monkeypatch, caplog
     with open(log_file, "rb") as stream:
         before = stream.read()
     start = json.dumps(steps_of(auto_scheduler.MeasureInput(task, state)))
-    set_reference = StateOutputChecker.set_reference
-    difference = StateOutputChecker.difference
-
-    def start_differs(self, task, state):
-        set_reference(self, task, state)
-        return "injected: 4096 of 4096 values of output 0 differ"
-
-    def start_is_wrong(self, task, state, library=None):
-        if json.dumps(steps_of(auto_scheduler.MeasureInput(task, state))) == start:
-            return "injected: the start computes other values"
-        return difference(self, task, state, library)
-
-    monkeypatch.setattr(StateOutputChecker, "set_reference", start_differs)
-    monkeypatch.setattr(StateOutputChecker, "difference", start_is_wrong)
+    report_start_wrong(monkeypatch, wrong_steps=start)
     (result,) = auto_scheduler.droplet_exploit(
         log_file, host_target(), tuning_options(), 8, batch_size=4
     )
