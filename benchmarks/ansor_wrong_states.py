@@ -37,26 +37,18 @@ wrong state is checked again at ``-opt-level=0``, which tells the build's miscom
 from a schedule that computes something else.
 """
 import argparse
-import json
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Dict, List
 
-import tvm
-from tvm import auto_scheduler
-from tvm.auto_scheduler.droplet_log import costs_of
-from tvm.auto_scheduler.measure import MeasureErrorNo
-from tvm.auto_scheduler.measure_record import load_record_from_string
-from tvm.auto_scheduler.state_output_check import StateOutputChecker
 from tvm.testing import onnx_networks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 # pylint: disable=wrong-import-position
+from benchmarks.ansor_checks import StateVerdicts, mark_wrong
 from benchmarks.network_legacy import Network, host_target
 
 
@@ -72,54 +64,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def unoptimized(task: auto_scheduler.SearchTask) -> auto_scheduler.SearchTask:
-    """The same task for its target at LLVM's ``-opt-level=0``."""
-    return auto_scheduler.SearchTask(
-        compute_dag=task.compute_dag,
-        workload_key=task.workload_key,
-        target=tvm.target.Target(f"{task.target} -opt-level=0"),
-        hardware_params=task.hardware_params,
-        layout_rewrite_option=task.layout_rewrite_option,
-    )
-
-
-def check_log(
-    source: Path, copy: Path, tasks: Dict[str, auto_scheduler.SearchTask], checker: StateOutputChecker
-) -> List[str]:
-    """Write ``source`` to ``copy`` with its wrong running-best records marked; what was found."""
-    order = {key: rank + 1 for rank, key in enumerate(tasks)}
-    best: Dict[str, float] = {}
-    referenced = ""
-    found = []
-    lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
-    for number, line in enumerate(lines, start=1):
-        inp, res = load_record_from_string(line)
-        key, costs = inp.task.workload_key, costs_of(res)
-        if key not in tasks or not costs:
-            continue
-        cost = statistics.fmean(costs)
-        if key in best and cost >= best[key]:
-            continue
-        task = tasks[key]
-        if referenced != key:
-            checker.set_reference(task, task.compute_dag.get_init_state())
-            referenced = key
-        difference = checker.difference(task, inp.state)
-        if difference is None:
-            best[key] = cost
-            continue
-        at_o0 = checker.difference(unoptimized(task), inp.state)
-        record = json.loads(line)
-        record["r"][1] = int(MeasureErrorNo.WRONG_ANSWER)
-        lines[number - 1] = json.dumps(record) + "\n"
-        found.append(
-            f"{source.name} line {number}, task {order[key]}, {cost * 1e3:.3f} ms: {difference}; "
-            + ("right at -opt-level=0 (a miscompile)" if at_o0 is None else f"at -opt-level=0 too: {at_o0}")
-        )
-    copy.write_text("".join(lines), encoding="utf-8")
-    return found
-
-
 def main() -> int:
     args = parse_args()
     started = time.time()
@@ -132,16 +76,19 @@ def main() -> int:
         network = Network(spec, model_path, onnx_networks.random_input(spec), target, SimpleNamespace(), Path(workdir))
         all_tasks, _, _, chosen = network.ansor_tasks(args.tasks)
         tasks = {all_tasks[index].workload_key: all_tasks[index] for index in chosen}
-        checker = StateOutputChecker()
+        verdicts = StateVerdicts()
         found = []
         try:
             for source in sorted(args.logs.iterdir()):
+                copy = args.out / source.name
+                marked = []
                 if source.suffix == ".json":
-                    found += check_log(source, args.out / source.name, tasks, checker)
-                else:
-                    shutil.copy(source, args.out / source.name)
+                    marked = mark_wrong(source, copy, tasks, verdicts, running_bests=True, opt_level_0=True)
+                if not marked:
+                    shutil.copy(source, copy)
+                found += marked
         finally:
-            checker.close()
+            verdicts.close()
     for line in found:
         print(line, flush=True)
     print(f"{len(found)} wrong states marked in {args.out} ({time.time() - started:.0f} s)", flush=True)

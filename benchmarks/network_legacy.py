@@ -30,6 +30,7 @@ from tvm.auto_scheduler.droplet_log import best_cost_of_workload
 from tvm.contrib import graph_executor
 from tvm.testing import onnx_networks
 
+from benchmarks.ansor_checks import StateVerdicts, mark_wrong
 from benchmarks.autotvm_tuners import curve_callback
 from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
 from benchmarks.report import Curve
@@ -220,15 +221,42 @@ class Network:
             records = list(auto_scheduler.load_records(str(log)))
             return [1e3 * best_cost_of_workload(records, task.workload_key, task.target) for task in tasks]
 
+        verdicts = StateVerdicts()
+        tuned = {task.workload_key: task for task in tasks}
+        marked = {}  # method -> wrong fastest states marked in the copy of its last build
+
+        def checked(log: Path, method: str) -> Path:
+            """The log whose best records are built: ``log``, or a copy with the wrong fastest
+            states of the tuned tasks marked, so that every method is built from right kernels."""
+            copy = log.with_name(f"{log.stem}-checked.json")
+            try:
+                found = mark_wrong(log, copy, tuned, verdicts)
+            finally:
+                verdicts.close()
+            for line in found:
+                print(f"  {self.spec.label}: {method}: wrong state marked: {line}", flush=True)
+            marked[method] = len(found)
+            return copy if found else log
+
+        def marked_note(method: str) -> str:
+            count = marked.get(method, 0)
+            if not count:
+                return ""
+            return (
+                f"; built from a copy of the log with {count} wrong fastest state{'s' * (count > 1)} "
+                "marked (their kernels compute other values than the task)"
+            )
+
         long_run = MethodRun(self.spec.label, f"ansor-{args.factor}K", notes=note)
         clock = Clock(long_run)
         log = self.workdir / "ansor.json"
         with clock:
             explore(log, resume=False)
-        compiled = self.compile(ansor_log=log)
+        built = checked(log, "ansor-K")
+        compiled = self.compile(ansor_log=built)
         clock.checkpoint(count_lines(log), compiled, label="ansor-K")
-        short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task")
-        short.task_ms = task_ms(log)
+        short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task{marked_note('ansor-K')}")
+        short.task_ms = task_ms(built)
         yield short, compiled
 
         def exploit_copy(
@@ -250,10 +278,15 @@ class Network:
             else:
                 columns = "measured"
                 per_task = [f"{r.speedup:.2f}x ({r.exploitation_trials})" for r in results]
-            run.notes = f"{description}; Droplet over its start per task ({columns}): " + ", ".join(per_task)
-            run_compiled = self.compile(ansor_log=copy)
+            built = checked(copy, method)
+            run.notes = (
+                f"{description}; Droplet over its start per task ({columns}): "
+                + ", ".join(per_task)
+                + marked_note(method)
+            )
+            run_compiled = self.compile(ansor_log=built)
             run_clock.checkpoint(count_lines(copy), run_compiled)
-            run.task_ms = task_ms(copy)
+            run.task_ms = task_ms(built)
             return run, run_compiled
 
         yield exploit_copy("ansor-K+droplet", f"{args.exploit} per task", args.exploit)
@@ -274,8 +307,12 @@ class Network:
         for _ in range(args.factor - 1):
             with clock:
                 explore(log, resume=True)
-            compiled = self.compile(ansor_log=log)
+            built = checked(log, long_run.method)
+            compiled = self.compile(ansor_log=built)
             clock.checkpoint(count_lines(log), compiled)
-        long_run.notes += f"; {args.factor}K={args.factor * args.explore} per task, resumed from the log every K"
-        long_run.task_ms = task_ms(log)
+        long_run.notes += (
+            f"; {args.factor}K={args.factor * args.explore} per task, resumed from the log every K"
+            + marked_note(long_run.method)
+        )
+        long_run.task_ms = task_ms(built)
         yield long_run, compiled
