@@ -80,6 +80,8 @@ def main() -> int:
         found = []
         try:
             for source in sorted(args.logs.iterdir()):
+                if source.name.endswith("-checked.json"):
+                    continue  # networks.py's copies for its builds (their final bests checked)
                 copy = args.out / source.name
                 marked = []
                 if source.suffix == ".json":

@@ -236,6 +236,8 @@ class Network:
             for line in found:
                 print(f"  {self.spec.label}: {method}: wrong state marked: {line}", flush=True)
             marked[method] = len(found)
+            if not found:
+                copy.unlink(missing_ok=True)  # an earlier checkpoint's copy is not this build's
             return copy if found else log
 
         def marked_note(method: str) -> str:
