@@ -27,9 +27,11 @@ F x K log, which resumed from K's), once per variant of the state space, one aft
 then times the network built from each log (K, each variant, F x K) in interleaved rounds: a
 before and after of a change to the space, against the same F x K, without tuning F x K again.
 
-Variants: ``today`` (the library's space) and ``no-structure`` (the space before the follow-level
+Variants: ``today`` (the library's space), ``no-structure`` (the space before the follow-level
 and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
-the library's methods that add them are replaced for that run); ``VARIANT@B`` measures in batches
+the library's methods that add them are replaced for that run) and ``no-transfer`` (today's
+space, without other tasks' fastest states in each search's first batch: ``transfer=False``);
+``VARIANT@B`` measures in batches
 of B states (``batch_size``; by default a radius-1 neighbourhood, two per dimension).
 
 Budgets (``VARIANT~BUDGET``), all spending tasks x exploit measurements: by default ``exploit`` on
@@ -68,14 +70,15 @@ from benchmarks.network_runs import count_lines
 from benchmarks.networks import TOLERANCE, onnxruntime_baseline, output_error, paired_ratio
 from benchmarks.report import markdown_table, median
 
-VARIANTS = ("today", "no-structure")
+VARIANTS = ("today", "no-structure", "no-transfer")
 BUDGETS = ("", "shared", "two-pass")
 
 
 @contextlib.contextmanager
 def space_variant(name: str) -> Iterator[None]:
-    """The library's state space (``today``) or the space without its structural dimensions."""
-    if name == "today":
+    """The library's state space (``today``, ``no-transfer``) or the space without its structural
+    dimensions."""
+    if name in ("today", "no-transfer"):
         yield
         return
     saved = {
@@ -148,7 +151,7 @@ def exploit(args: argparse.Namespace, tasks, counts, target, variant: str, log: 
     with space_variant(space):
         results = auto_scheduler.droplet_exploit(
             str(log), target, options, tasks=tasks, batch_size=int(batch) if batch else None,
-            task_weights=counts, **budgets,
+            task_weights=counts, transfer=space != "no-transfer", **budgets,
         )
     seconds = time.time() - began
     return f"{seconds:.0f} s; " + ", ".join(
