@@ -62,29 +62,27 @@ class StateVerdicts:
         self._checker: Optional[StateOutputChecker] = None
         self._referenced = ""
 
+    def _checker_of(self, task: auto_scheduler.SearchTask) -> StateOutputChecker:
+        """The checking process, with ``task``'s unscheduled program as its reference."""
+        if self._checker is None:
+            self._checker = StateOutputChecker()
+        if self._referenced != task.workload_key:
+            self._checker.set_reference(task, task.compute_dag.get_init_state())
+            self._referenced = task.workload_key
+        return self._checker
+
     def difference(self, task: auto_scheduler.SearchTask, measure_input) -> Optional[str]:
         """None when the state of ``measure_input`` computes the outputs of ``task``'s
         unscheduled program; otherwise how it differs."""
         key = (task.workload_key, state_key(measure_input))
         if key not in self._verdicts:
-            if self._checker is None:
-                self._checker = StateOutputChecker()
-            if self._referenced != task.workload_key:
-                self._checker.set_reference(task, task.compute_dag.get_init_state())
-                self._referenced = task.workload_key
-            self._verdicts[key] = self._checker.difference(task, measure_input.state)
+            self._verdicts[key] = self._checker_of(task).difference(task, measure_input.state)
         return self._verdicts[key]
 
     def at_opt_level_0(self, task: auto_scheduler.SearchTask, measure_input) -> str:
         """How a wrong state's outputs compare at LLVM's ``-opt-level=0``: a state right there
         is a miscompile, not a schedule that computes something else."""
-        checker = StateOutputChecker()
-        try:
-            plain = unoptimized(task)
-            checker.set_reference(plain, plain.compute_dag.get_init_state())
-            difference = checker.difference(plain, measure_input.state)
-        finally:
-            checker.close()
+        difference = self._checker_of(task).difference(unoptimized(task), measure_input.state)
         return "right at -opt-level=0 (a miscompile)" if difference is None else f"at -opt-level=0 too: {difference}"
 
     def close(self) -> None:
@@ -133,23 +131,25 @@ def mark_wrong(
     """
     lines = source.read_text(encoding="utf-8").splitlines(keepends=True)
     order = {key: rank + 1 for rank, key in enumerate(tasks)}
-    candidates: List[Tuple[int, str, float, object]] = []  # line number, task key, cost, input
+    # (task key, state key), cost, input; in line order
+    candidates: List[Tuple[Tuple[str, str], float, object]] = []
     lines_of_state: Dict[Tuple[str, str], List[int]] = {}
     for number, line in enumerate(lines, start=1):
         measure_input, result = load_record_from_string(line)
         key, costs = measure_input.task.workload_key, costs_of(result)
         if key not in tasks or not costs:
             continue
-        lines_of_state.setdefault((key, state_key(measure_input)), []).append(number)
-        candidates.append((number, key, statistics.fmean(costs), measure_input))
+        state = (key, state_key(measure_input))
+        lines_of_state.setdefault(state, []).append(number)
+        candidates.append((state, statistics.fmean(costs), measure_input))
     if not running_bests:
-        candidates.sort(key=lambda candidate: candidate[2])
+        candidates.sort(key=lambda candidate: candidate[1])
     wrong: Dict[Tuple[str, str], str] = {}
     settled: Dict[str, float] = {}  # task -> cost of its fastest right record so far
-    for number, key, cost, measure_input in candidates:
+    for state, cost, measure_input in candidates:
+        key = state[0]
         if key in settled and (not running_bests or cost >= settled[key]):
             continue
-        state = (key, state_key(measure_input))
         if state in wrong:
             continue
         difference = verdicts.difference(tasks[key], measure_input)

@@ -31,8 +31,8 @@ Variants: ``today`` (the library's space), ``no-structure`` (the space before th
 and parallel-fuse dimensions and compute locations outside the stage a state computes a stage at;
 the library's methods that add them are replaced for that run) and ``no-transfer`` (today's
 space, without other tasks' fastest states in each search's first batch: ``transfer=False``);
-``VARIANT@B`` measures in batches
-of B states (``batch_size``; by default a radius-1 neighbourhood, two per dimension).
+``VARIANT@B`` measures in batches of B states (``batch_size``; by default a radius-1
+neighbourhood, two per dimension).
 
 Budgets (``VARIANT~BUDGET``), all spending tasks x exploit measurements: by default ``exploit`` on
 every task; ``~shared``: one budget (``max_trials_global``) in one pass (``first_pass_trials=0``),

@@ -223,11 +223,11 @@ class Network:
 
         verdicts = StateVerdicts()
         tuned = {task.workload_key: task for task in tasks}
-        marked = {}  # method -> wrong fastest states marked in the copy of its last build
 
-        def checked(log: Path, method: str) -> Path:
-            """The log whose best records are built: ``log``, or a copy with the wrong fastest
-            states of the tuned tasks marked, so that every method is built from right kernels."""
+        def checked(log: Path, method: str) -> Tuple[Path, str]:
+            """The log whose best records are built, ``log`` or a copy with the wrong fastest
+            states of the tuned tasks marked (so that every method is built from right kernels),
+            and a note for the method saying how many were marked (empty when none)."""
             copy = log.with_name(f"{log.stem}-checked.json")
             try:
                 found = mark_wrong(log, copy, tuned, verdicts)
@@ -235,16 +235,11 @@ class Network:
                 verdicts.close()
             for line in found:
                 print(f"  {self.spec.label}: {method}: wrong state marked: {line}", flush=True)
-            marked[method] = len(found)
             if not found:
                 copy.unlink(missing_ok=True)  # an earlier checkpoint's copy is not this build's
-            return copy if found else log
-
-        def marked_note(method: str) -> str:
-            count = marked.get(method, 0)
-            if not count:
-                return ""
-            return (
+                return log, ""
+            count = len(found)
+            return copy, (
                 f"; built from a copy of the log with {count} wrong fastest state{'s' * (count > 1)} "
                 "marked (their kernels compute other values than the task)"
             )
@@ -254,10 +249,10 @@ class Network:
         log = self.workdir / "ansor.json"
         with clock:
             explore(log, resume=False)
-        built = checked(log, "ansor-K")
+        built, marked = checked(log, "ansor-K")
         compiled = self.compile(ansor_log=built)
         clock.checkpoint(count_lines(log), compiled, label="ansor-K")
-        short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task{marked_note('ansor-K')}")
+        short = long_run.branch("ansor-K", f"{note}; K={args.explore} per task{marked}")
         short.task_ms = task_ms(built)
         yield short, compiled
 
@@ -280,12 +275,8 @@ class Network:
             else:
                 columns = "measured"
                 per_task = [f"{r.speedup:.2f}x ({r.exploitation_trials})" for r in results]
-            built = checked(copy, method)
-            run.notes = (
-                f"{description}; Droplet over its start per task ({columns}): "
-                + ", ".join(per_task)
-                + marked_note(method)
-            )
+            built, marked = checked(copy, method)
+            run.notes = f"{description}; Droplet over its start per task ({columns}): " + ", ".join(per_task) + marked
             run_compiled = self.compile(ansor_log=built)
             run_clock.checkpoint(count_lines(copy), run_compiled)
             run.task_ms = task_ms(built)
@@ -309,12 +300,12 @@ class Network:
         for _ in range(args.factor - 1):
             with clock:
                 explore(log, resume=True)
-            built = checked(log, long_run.method)
+            built, marked = checked(log, long_run.method)
             compiled = self.compile(ansor_log=built)
             clock.checkpoint(count_lines(log), compiled)
         long_run.notes += (
             f"; {args.factor}K={args.factor * args.explore} per task, resumed from the log every K"
-            + marked_note(long_run.method)
+            + marked
         )
         long_run.task_ms = task_ms(built)
         yield long_run, compiled
