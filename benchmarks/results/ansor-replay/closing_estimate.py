@@ -5,14 +5,14 @@ batch per task (offline; the output of the seven transfer replays is `closing-es
     python3 ci/tvm_env.py run legacy python benchmarks/results/ansor-replay/closing_estimate.py \
         REPLAY_OUT/ansor-K+droplet-today.json --network mobilenet_v2 --tasks 12
 """
-import argparse, statistics, sys
+import statistics, sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository
 from tvm import auto_scheduler
 from tvm.auto_scheduler.measure import MeasureInput
-from tvm.auto_scheduler.droplet_log import costs_of, read_log, steps_of, state_key
+from tvm.auto_scheduler.droplet_log import costs_of, steps_of, state_key
 from tvm.auto_scheduler.droplet_space import StateSpace
-from benchmarks.ansor_states import register_tasks, fastest
+from benchmarks.ansor_states import fastest
 from benchmarks.network_legacy import ansor_runner
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from transfer_sources import read_replay
@@ -26,14 +26,15 @@ for number, key in enumerate(order, 1):
     task, weight = tasks[key]
     best = finals[key]
     space = StateSpace(task, best[0].state)
-    measured = {state_key(r[0]) for r in recs if r[0].task.workload_key == key}
-    cands, origin = [], []
+    seen = {state_key(r[0]) for r in recs if r[0].task.workload_key == key}  # and taken
+    cands = []
     for k2 in order:
         if k2 == key: continue
         pt = space.point_like(steps_of(finals[k2][0]))
         if pt is None or not space.is_valid(pt): continue
         mi = MeasureInput(task, space.state(pt))
-        if state_key(mi) in measured or any(state_key(c) == state_key(mi) for c, _ in cands): continue
+        if state_key(mi) in seen: continue
+        seen.add(state_key(mi))
         cands.append((mi, order.index(k2) + 1))
     if not cands:
         print(f"task {number}: nothing new"); b = ms(costs_of(best[1])); before_sum += weight * b; after_sum += weight * b; continue

@@ -9,32 +9,26 @@ the valid radius-1 axis moves, and where in its order the best neighbour came
 A task whose second-round centre it cannot tell (the first round ends at the first record that is
 neither the start nor a state of another task) shows 0 axis moves.
 """
-import argparse, statistics, sys
+import sys
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository
-from tvm.auto_scheduler.droplet_log import costs_of, read_log, steps_of
 from tvm.auto_scheduler.droplet_space import StateSpace
 from benchmarks.ansor_states import register_tasks
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from transfer_sources import ms, replay_arguments, searches, sources_in
 
-def ms(r): return statistics.fmean(costs_of(r[1])) * 1e3 if costs_of(r[1]) else float("inf")
-p = argparse.ArgumentParser()
-p.add_argument("logs", nargs="+"); p.add_argument("--network"); p.add_argument("--tasks", type=int)
-a = p.parse_args()
+a = replay_arguments(many=True)
 tasks = register_tasks(a.network)
 for log in a.logs:
-    recs = read_log(log); n = a.tasks * 16
-    order = list(dict.fromkeys(r[0].task.workload_key for r in recs[n:]))
+    recs, n, order = searches(log, a.tasks, a.k)
+    num = {k: i + 1 for i, k in enumerate(order)}
     out = []
-    for number, key in enumerate(order, 1):
+    for key in order:
         task, _ = tasks[key]
         pos = [i for i in range(n, len(recs)) if recs[i][0].task.workload_key == key]
         start = recs[pos[0]]
         space0 = StateSpace(task, start[0].state)
-        others = set()
-        for r in recs[:pos[0]]:
-            if r[0].task.workload_key != key and costs_of(r[1]):
-                pt = space0.point_like(steps_of(r[0]))
-                if pt is not None: others.add(pt)
+        others = sources_in(space0, recs, key, pos[0], n, num)
         first = [pos[0]]
         for i in pos[1:]:
             if space0.point_of(recs[i][0].state) in others and len(first) < 9: first.append(i)
@@ -51,12 +45,11 @@ for log in a.logs:
             kinds.append("axis" if ch and len(ch) == 1 else ("pair" if ch and len(ch) == 2 else "other"))
         best_i = min(range(len(second)), key=lambda i: ms(second[i]))
         gains = [c / ms(r) for r in second]
-        nwin = sum(g > 1.03 for g in gains)
         valid_axis = sum(1 for j, prm in enumerate(space.parameters) for s in (1, -1)
                          if 0 <= space.origin[j] + s < len(prm.values)
                          and space.is_valid(tuple(space.origin[k] + (s if k == j else 0) for k in range(len(space.origin)))))
-        out.append((len(second), best_i + 1, gains[best_i], nwin, kinds.count("axis"), kinds.count("pair"), valid_axis,
+        out.append((len(second), best_i + 1, gains[best_i], kinds.count("axis"), kinds.count("pair"), valid_axis,
                      [i + 1 for i, g in enumerate(gains) if g > 1.03]))
     print(Path(log).parent.name)
-    for t, (L, bi, g, nw, ax, pr, va, wins) in enumerate(out, 1):
+    for t, (L, bi, g, ax, pr, va, wins) in enumerate(out, 1):
         print(f"  task {t}: round 2 measured {L} ({ax} axis of {va} valid radius-1, {pr} pairs); best at {bi}/{L}, {g:.2f}x over its centre; >3% faster at positions {wins}")

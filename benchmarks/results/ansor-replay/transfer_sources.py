@@ -6,46 +6,58 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository
 from tvm.auto_scheduler.droplet_log import costs_of, read_log, steps_of
 from tvm.auto_scheduler.droplet_space import StateSpace
-from benchmarks.ansor_states import register_tasks
+from benchmarks.ansor_states import fastest, register_tasks
 
 def ms(r): return statistics.fmean(costs_of(r[1])) * 1e3 if costs_of(r[1]) else float("inf")
 
 
-def read_replay():
-    """The command line's replay log: the network's tasks, the records, the K part's length, and
-    the tasks in the order Droplet searched them."""
+def replay_arguments(many: bool = False) -> argparse.Namespace:
+    """The command line: a replay's log (``many``: one or more), ``--network``, ``--tasks``, ``--k``."""
     p = argparse.ArgumentParser()
-    p.add_argument("log", type=Path); p.add_argument("--network", default="resnet18")
+    p.add_argument("logs" if many else "log", type=Path, nargs="+" if many else None)
+    p.add_argument("--network", default="resnet18")
     p.add_argument("--tasks", type=int, default=8); p.add_argument("--k", type=int, default=16)
-    a = p.parse_args()
-    recs = read_log(str(a.log))
-    n = a.tasks * a.k
-    return register_tasks(a.network), recs, n, list(dict.fromkeys(r[0].task.workload_key for r in recs[n:]))
+    return p.parse_args()
+
+
+def searches(log: Path, tasks: int, k: int):
+    """A replay log's records, the K part's length, and the tasks in the order Droplet searched them."""
+    recs = read_log(str(log))
+    n = tasks * k
+    return recs, n, list(dict.fromkeys(r[0].task.workload_key for r in recs[n:]))
+
+
+def read_replay():
+    """The command line's replay log: the network's tasks, then what :func:`searches` gives."""
+    a = replay_arguments()
+    return (register_tasks(a.network),) + searches(a.log, a.tasks, a.k)
+
+
+def sources_in(space, recs, key, first, n, num):
+    """Every record of another task before line ``first`` whose state ``space`` takes over,
+    by point: (its task's search number, "K" or "D" for a K or a Droplet record, its ms)."""
+    src = {}
+    for j, r in enumerate(recs[:first]):
+        k = r[0].task.workload_key
+        if k == key or not costs_of(r[1]): continue
+        pt = space.point_like(steps_of(r[0]))
+        if pt is not None:
+            src.setdefault(pt, []).append((num.get(k, 0), "K" if j < n else "D", ms(r)))
+    return src
 
 
 def main():
     tasks, recs, n, order = read_replay()
     num = {k: i + 1 for i, k in enumerate(order)}
-    final_best = {}
-    for key in order:
-        final_best[key] = min((r for r in recs if r[0].task.workload_key == key), key=ms)
+    final_best = {key: fastest(recs, key) for key in order}
     for key in order:
         task, _ = tasks[key]
         pos = [i for i in range(n, len(recs)) if recs[i][0].task.workload_key == key]
         first = pos[0]
         start = recs[first]
         space = StateSpace(task, start[0].state)
-        before = recs[:first]
-        # map every earlier record of another task into this space
-        src = {}
-        for j, r in enumerate(before):
-            k = r[0].task.workload_key
-            if k == key or not costs_of(r[1]): continue
-            pt = space.point_like(steps_of(r[0]))
-            if pt is not None:
-                src.setdefault(pt, []).append((num.get(k, 0), "K" if j < n else "D", ms(r)))
+        src = sources_in(space, recs, key, first, n, num)
         s_ms = ms(start)
-        lines = []
         mine = [recs[i] for i in pos]
         pts = [space.point_of(r[0].state) for r in mine]
         trans = []
