@@ -22,10 +22,12 @@ post-optimizes the heaviest ones by FLOPs, and on another copy of the
 database every task with the same total budget (``max_trials_global``),
 those that take the most time in the N network first (``task_weights``).
 
-Builds run in the post-optimizer's ``default_builder``: one LocalBuilder
-worker, kept across batches (``max_builds_per_worker``), so a batch does not
-wait for a new worker's imports, with a 120 s build timeout.  (Builds in this
-process, as before 2026-12-02, had no timeout: one hung for 17 minutes.)
+Builds run in the post-optimizer's ``default_builder``: ``--build-workers``
+LocalBuilder workers (by default its own number, one per logical CPU; runs
+before 2026-12-07 used one), kept across batches (``max_builds_per_worker``),
+so a batch does not wait for a new worker's imports, with a 120 s build
+timeout.  (Builds in this process, as before 2026-12-02, had no timeout: one
+hung for 17 minutes.)
 All methods use the same builder and runner.
 """
 import shutil
@@ -79,6 +81,15 @@ def headroom_order(seconds: List[float], flops: List[float]) -> List[int]:
         return seconds[index] - flops[index] / best
 
     return sorted(range(len(seconds)), key=lambda index: -headroom(index))
+
+
+def full_network(name: str, workdir: Path) -> "Network":
+    """The full network ``name`` on the host CPU, its ONNX model written into ``workdir``:
+    for scripts that tune or compile it outside ``networks.py`` (no tuning options)."""
+    spec = onnx_networks.full(name)
+    model_path = workdir / f"{spec.label}.onnx"
+    onnx_networks.write_model(spec, str(model_path))
+    return Network(spec, str(model_path), onnx_networks.random_input(spec), host_target(), None, workdir)
 
 
 class Network:
@@ -181,7 +192,7 @@ class Network:
         """MetaSchedule N, N + Droplet post-optimization, and 5N; ``scheduler`` is ``meta_schedule``."""
         assert scheduler == "meta_schedule", scheduler
         args = self.args
-        builder = default_builder(max_workers=1)
+        builder = default_builder(max_workers=args.build_workers or None)
         runner = ms.runner.LocalRunner(
             evaluator_config=ms.runner.EvaluatorConfig(
                 number=3, repeat=3, min_repeat_ms=0 if args.quick else 50
