@@ -192,7 +192,7 @@ class Network:
         """MetaSchedule N, N + Droplet post-optimization, and 5N; ``scheduler`` is ``meta_schedule``."""
         assert scheduler == "meta_schedule", scheduler
         args = self.args
-        builder = default_builder(max_workers=args.build_workers or None)
+        builder = default_builder(max_workers=args.build_workers)
         runner = ms.runner.LocalRunner(
             evaluator_config=ms.runner.EvaluatorConfig(
                 number=3, repeat=3, min_repeat_ms=0 if args.quick else 50

@@ -249,9 +249,9 @@ def parse_args(line: str) -> argparse.Namespace:
     )
     parser.add_argument("--skip-5n", action="store_true", help="MetaSchedule: no ms-5N (order comparisons)")
     parser.add_argument(
-        "--build-workers", type=int, default=0,
+        "--build-workers", type=int,
         help="MetaSchedule: build processes of the default_builder every method shares "
-        "(0: its default, one per logical CPU; runs before 2026-12-07 used 1)",
+        "(default: its own, one per logical CPU; runs before 2026-12-07 used 1)",
     )
     parser.add_argument("--skip-fk", action="store_true", help="Ansor: no ansor-FK (Droplet budget comparisons)")
     parser.add_argument(

@@ -4,9 +4,10 @@
         resnet18 4 3 /tmp/s43/workers-r18
 
 As networks.py does it, on the TASKS heaviest tasks (by FLOPs) of NETWORK: tune N = 8 per task,
-post-optimize a copy of that database (32 measurements per task), then resume the database to 5N
-(40 more trials per task); each round runs both worker counts (alternating which goes first), each
-with its own default_builder kept for the whole run.  Prints one JSON row per round and worker
+post-optimize a copy of that database (32 measurements per task), then tune the database on
+with 5N per task, as networks.py's 5N does (these tasks never run out: 40 more trials each).
+Each round runs both worker counts (alternating which goes first), each with its own
+default_builder kept for the whole run.  Prints one JSON row per round and worker
 count, then the medians.  Usage: build_workers.py NETWORK TASKS ROUNDS OUT
 """
 import json, shutil, statistics, sys, time
@@ -14,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 from benchmarks import network_modern as nm  # noqa: E402
+from benchmarks.network_runs import count_lines  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.s_tir.meta_schedule import relax_integration  # noqa: E402
 from tvm.s_tir.meta_schedule.post_optimization import default_builder, post_optimize  # noqa: E402
@@ -30,10 +32,6 @@ runner = ms.runner.LocalRunner(
     evaluator_config=ms.runner.EvaluatorConfig(number=3, repeat=3, min_repeat_ms=50)
 )
 builders = {1: default_builder(max_workers=1), 2: default_builder(max_workers=2)}
-
-
-def count(work_dir: Path) -> int:
-    return sum(1 for _ in open(work_dir / "database_tuning_record.json"))
 
 
 def tune(work_dir: Path, trials: int, builder, seed: int) -> float:
@@ -58,7 +56,7 @@ for round_index in range(ROUNDS):
             if stale.exists():
                 shutil.rmtree(stale)
         n_secs = tune(short, N, builders[workers], seed=round_index)
-        n_trials = count(short)
+        n_trials = count_lines(short / nm.RECORDS)
         shutil.copytree(short, post_dir)
         start = time.time()
         results = post_optimize(
@@ -73,7 +71,7 @@ for round_index in range(ROUNDS):
             round=round_index, workers=workers, n_secs=n_secs, n_trials=n_trials,
             post_secs=post_secs, post_measured=measured,
             speedups=[round(r.speedup, 3) for r in results],
-            rest_secs=rest_secs, rest_trials=count(short) - n_trials,
+            rest_secs=rest_secs, rest_trials=count_lines(short / nm.RECORDS) - n_trials,
             ratio=(n_secs + post_secs) / (n_secs + rest_secs),
         )
         rows.append(row)

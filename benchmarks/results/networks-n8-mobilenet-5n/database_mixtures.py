@@ -16,7 +16,7 @@ from benchmarks import network_modern as nm  # noqa: E402
 BASE, OTHER, OUT = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 OUT.mkdir(parents=True, exist_ok=True)
 net = nm.full_network("mobilenet_v2", OUT)
-RECORDS, WORKLOADS = "database_tuning_record.json", "database_workload.json"
+RECORDS, WORKLOADS = nm.RECORDS, "database_workload.json"
 assert (BASE / WORKLOADS).read_text() == (OTHER / WORKLOADS).read_text()
 
 
