@@ -170,7 +170,7 @@ def main() -> int:
         model_path = str(Path(workdir) / f"{spec.label}.onnx")
         onnx_networks.write_model(spec, model_path)
         inputs = onnx_networks.random_input(spec)
-        network = Network(spec, model_path, inputs, target, SimpleNamespace(), Path(workdir))
+        network = Network(spec, model_path, inputs, target, SimpleNamespace(compiles=1), Path(workdir))
         tasks, counts, _, chosen = network.ansor_tasks(args.tasks)
         tasks, counts = [tasks[index] for index in chosen], [counts[index] for index in chosen]
         logs: Dict[str, Path] = {}

@@ -73,7 +73,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="bench-ansor-wrong-") as workdir:
         model_path = str(Path(workdir) / f"{spec.label}.onnx")
         onnx_networks.write_model(spec, model_path)
-        network = Network(spec, model_path, onnx_networks.random_input(spec), target, SimpleNamespace(), Path(workdir))
+        network = Network(spec, model_path, onnx_networks.random_input(spec), target, SimpleNamespace(compiles=1), Path(workdir))
         all_tasks, _, _, chosen = network.ansor_tasks(args.tasks)
         tasks = {all_tasks[index].workload_key: all_tasks[index] for index in chosen}
         verdicts = StateVerdicts()

@@ -32,7 +32,7 @@ from tvm.testing import onnx_networks
 
 from benchmarks.ansor_checks import StateVerdicts, mark_wrong
 from benchmarks.autotvm_tuners import curve_callback
-from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
+from benchmarks.network_runs import Clock, Compiled, MethodRun, compiled_instances, count_lines
 from benchmarks.report import Curve
 from benchmarks.tuners import make_tuner
 from benchmarks.workloads import host_target_string
@@ -86,20 +86,21 @@ class Network:
         return self.compile()
 
     def compile(self, autotvm_log: Optional[Path] = None, ansor_log: Optional[Path] = None) -> Compiled:
-        """Build the network with AutoTVM or Ansor records (the best of each task)."""
+        """Build the network with AutoTVM or Ansor records (the best of each task), --compiles times."""
+        return compiled_instances(lambda: self._compiled(self._build(autotvm_log, ansor_log)), self.args.compiles)
+
+    def _build(self, autotvm_log: Optional[Path], ansor_log: Optional[Path]):
         if ansor_log is not None:
             with auto_scheduler.ApplyHistoryBest(str(ansor_log)):
                 config = {"relay.backend.use_auto_scheduler": True}
                 with tvm.transform.PassContext(opt_level=3, config=config):
-                    lib = relay.build(self.mod, target=self.target, params=self.params)
-        elif autotvm_log is not None:
+                    return relay.build(self.mod, target=self.target, params=self.params)
+        if autotvm_log is not None:
             with autotvm.apply_history_best(str(autotvm_log)):
                 with tvm.transform.PassContext(opt_level=3):
-                    lib = relay.build(self.mod, target=self.target, params=self.params)
-        else:
-            with tvm.transform.PassContext(opt_level=3):
-                lib = relay.build(self.mod, target=self.target, params=self.params)
-        return self._compiled(lib)
+                    return relay.build(self.mod, target=self.target, params=self.params)
+        with tvm.transform.PassContext(opt_level=3):
+            return relay.build(self.mod, target=self.target, params=self.params)
 
     # ------------------------------------------------------------------ tuning
     def tune(self, scheduler: str) -> Iterator[Tuple[MethodRun, Compiled]]:

@@ -32,6 +32,7 @@ All methods use the same builder and runner.
 """
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Iterator, List, Tuple
 
 import onnx
@@ -47,7 +48,7 @@ from tvm.s_tir.meta_schedule.post_optimization.workloads import mean_run_secs
 from tvm.testing import onnx_networks
 
 from benchmarks.host import host_cpu  # pylint: disable=wrong-import-position
-from benchmarks.network_runs import Clock, Compiled, MethodRun, count_lines
+from benchmarks.network_runs import Clock, Compiled, MethodRun, compiled_instances, count_lines
 
 RECORDS = "database_tuning_record.json"
 
@@ -85,11 +86,12 @@ def headroom_order(seconds: List[float], flops: List[float]) -> List[int]:
 
 def full_network(name: str, workdir: Path) -> "Network":
     """The full network ``name`` on the host CPU, its ONNX model written into ``workdir``:
-    for scripts that tune or compile it outside ``networks.py`` (no tuning options)."""
+    for scripts that tune or compile it outside ``networks.py`` (no tuning options; one
+    compilation per ``compile``)."""
     spec = onnx_networks.full(name)
     model_path = workdir / f"{spec.label}.onnx"
     onnx_networks.write_model(spec, str(model_path))
-    return Network(spec, str(model_path), onnx_networks.random_input(spec), host_target(), None, workdir)
+    return Network(spec, str(model_path), onnx_networks.random_input(spec), host_target(), SimpleNamespace(compiles=1), workdir)
 
 
 class Network:
@@ -128,7 +130,9 @@ class Network:
 
     def compile_untuned(self) -> Compiled:
         """Relax's build of the network without schedules."""
-        return self._compiled(tvm.compile(self.mod, target=self.target))
+        return compiled_instances(
+            lambda: self._compiled(tvm.compile(self.mod, target=self.target)), self.args.compiles
+        )
 
     def weighted_seconds(self, work_dir: Path) -> List[float]:
         """Per task, its best record's mean run time x its weight: its share of the network's time."""
@@ -151,9 +155,13 @@ class Network:
         fuse it again, into functions the database does not hold).
         """
         database = ms.database.JSONDatabase(work_dir=str(work_dir), allow_missing=False)
-        with self.target, database, tvm.transform.PassContext(opt_level=3):
-            scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(self.mod)
-        return self._compiled(tvm.compile(scheduled, target=self.target))
+
+        def compile_once() -> Compiled:
+            with self.target, database, tvm.transform.PassContext(opt_level=3):
+                scheduled = relax.transform.MetaScheduleApplyDatabase(enable_warning=True)(self.mod)
+            return self._compiled(tvm.compile(scheduled, target=self.target))
+
+        return compiled_instances(compile_once, self.args.compiles)
 
     def post_optimize(self, database, indices, cap, builder, runner, **options):
         """``post_optimize`` of the tasks at ``indices`` on ``database``, ``cap`` trials each."""

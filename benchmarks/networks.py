@@ -272,6 +272,11 @@ def parse_args(line: str) -> argparse.Namespace:
         help="evolutionary search population of Ansor and MetaSchedule (0: theirs, 2048 and 512)",
     )
     parser.add_argument("--timing-rounds", type=int, default=7, help="final interleaved timing rounds")
+    parser.add_argument(
+        "--compiles", type=int, default=1,
+        help="compile each method's network this many times; a timing is the median over the "
+        "instances (one compiled network is a draw of about 1-3%%)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="results folder (default benchmarks/results/networks)")
     args = parser.parse_args()
@@ -316,8 +321,8 @@ def parse_args(line: str) -> argparse.Namespace:
         raise SystemExit(f"--post-orders takes {', '.join(sorted(orders))}, got {','.join(args.post_orders)!r}")
     budgets = (args.tasks, args.trials, args.explore, args.exploit, args.ms_trials, args.post_trials)
     budgets += tuple(args.shared_caps) + tuple(args.global_budgets)
-    if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1:
-        raise SystemExit("budgets and --timing-rounds must be positive and --factor at least 2")
+    if min(budgets) < 1 or args.factor < 2 or args.timing_rounds < 1 or args.compiles < 1:
+        raise SystemExit("budgets, --timing-rounds and --compiles must be positive and --factor at least 2")
     return args
 
 
