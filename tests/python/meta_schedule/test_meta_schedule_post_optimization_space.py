@@ -133,6 +133,52 @@ def test_record_is_the_start_point():
         assert space.schedule(point) is None and space.trace_of(point) is None
 
 
+def padded_conv2d() -> tvm.IRModule:
+    """A 3x3 convolution with padding: its padding block gets a sampled compute location."""
+    func = te.create_prim_func(te_workload.conv2d_nhwc(1, 14, 14, 16, 16, 3, 1, 1))
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+
+
+@tvm.testing.requires_llvm
+def test_compute_location_is_a_dimension():
+    """Where the padding is computed is a dimension; each place replays as that decision."""
+    context = ms.TuneContext(
+        mod=padded_conv2d(), target=TARGET, space_generator="post-order-apply", rand_state=1
+    )
+    trace = context.generate_design_space()[0].trace
+    space = TraceSpace(trace, padded_conv2d(), context.space_generator.postprocs)
+    axis = next(
+        axis
+        for axis, dimension in enumerate(space.dimensions)
+        if dimension.kind == "SampleComputeLocation"
+    )
+    dimension = space.dimensions[axis]
+    original = space.decisions[dimension.instruction]
+    assert dimension.values[:2] == (-2, -1) and dimension.values[space.start[axis]] == original
+    assert space.point_of(trace) == tuple(space.start)
+    places = []
+    for index, value in enumerate(dimension.values):
+        point = tuple(index if a == axis else s for a, s in enumerate(space.start))
+        sch = space.schedule(point)
+        if sch is None:
+            continue
+        (decision,) = [
+            sch.trace.get_decision(inst)
+            for inst in sch.trace.insts
+            if inst.kind.name == "SampleComputeLocation"
+        ]
+        assert int(decision) == value
+        assert space.point_of(space.trace_of(point)) == point
+        places.append(value)
+    # The root and at least two loops around the convolution.
+    assert -1 in places and len(places) >= 3, places
+    moved = next(value for value in places if value != original)
+    point = tuple(
+        dimension.values.index(moved) if a == axis else s for a, s in enumerate(space.start)
+    )
+    assert f"compute_location#{dimension.instruction}={moved}" in space.describe(point)
+
+
 def tiles_and_choices(space, point):
     """The inner tile factors and categorical choices of a point, by instruction."""
     decisions = space.decisions_of(point)

@@ -25,6 +25,11 @@ points (see :mod:`tvm.contrib.droplet_search`):
   the product of the inner ones, so only perfect factorizations within the
   instruction's ``max_innermost_factor`` are valid points;
 - ``SampleCategorical``: one dimension over the indices of its candidates;
+- ``SampleComputeLocation``: one dimension over the places a block can be
+  computed at, as MetaSchedule's ``MutateComputeLocation`` moves it: inlined
+  (-2), at the root (-1), or under one of the loops around its first consumer,
+  outermost first; which of them a point may take depends on its tiles (a
+  loop of extent 1 is no place), and the replay rejects the others;
 - ``Annotate`` of an integer constant whose value changes the generated
   program (maximum parallel extent, maximum vector length, unroll steps): one
   dimension over a power-of-two ladder that contains the recorded value.
@@ -50,6 +55,7 @@ Point = Tuple[int, ...]
 
 SAMPLE_PERFECT_TILE = "SamplePerfectTile"
 SAMPLE_CATEGORICAL = "SampleCategorical"
+SAMPLE_COMPUTE_LOCATION = "SampleComputeLocation"
 ANNOTATE = "Annotate"
 ENTER_POSTPROC = "EnterPostproc"
 
@@ -76,15 +82,16 @@ class Dimension:
     Parameters
     ----------
     kind : str
-        ``SamplePerfectTile``, ``SampleCategorical`` or ``Annotate``.
+        ``SamplePerfectTile``, ``SampleCategorical``, ``SampleComputeLocation``
+        or ``Annotate``.
     instruction : int
         The position of the instruction in the trace.
     level : int
         For a tile, the position of the factor in the decision (1 is the
         factor right inside the outermost); 0 otherwise.
     values : Tuple[int, ...]
-        The value at each index: a tile factor, a candidate index or an
-        annotation value.
+        The value at each index: a tile factor, a candidate index, a compute
+        location or an annotation value.
     """
 
     kind: str
@@ -98,6 +105,8 @@ class Dimension:
             return f"tile#{self.instruction}[{self.level}]={self.values[index]}"
         if self.kind == SAMPLE_CATEGORICAL:
             return f"categorical#{self.instruction}={self.values[index]}"
+        if self.kind == SAMPLE_COMPUTE_LOCATION:
+            return f"compute_location#{self.instruction}={self.values[index]}"
         return f"annotation#{self.instruction}={self.values[index]}"
 
 
@@ -189,6 +198,8 @@ class TraceSpace:
     def __init__(self, trace: Trace, mod: IRModule, postprocs: Sequence[Postproc]):
         self.mod = mod
         self.postprocs = list(postprocs)
+        self._trace_given = trace
+        self._location_bounds: Optional[Dict[int, int]] = None
         self.instructions: List[Instruction] = _instructions(trace)
         self.decisions: Dict[int, object] = {}
         for index, inst in enumerate(self.instructions):
@@ -221,6 +232,12 @@ class TraceSpace:
         if kind == SAMPLE_CATEGORICAL and index in self.decisions:
             candidates = inst.attrs[0]
             return [Dimension(SAMPLE_CATEGORICAL, index, 0, tuple(range(len(candidates))))]
+        if kind == SAMPLE_COMPUTE_LOCATION and index in self.decisions:
+            loops = self._loops_around_consumer().get(index, 0)
+            values = tuple(range(-2, loops))
+            if self.decisions[index] not in values:
+                return []
+            return [Dimension(SAMPLE_COMPUTE_LOCATION, index, 0, values)]
         if (
             kind == ANNOTATE
             and str(inst.attrs[0]) in PROGRAM_ANNOTATIONS
@@ -229,10 +246,38 @@ class TraceSpace:
             return [Dimension(ANNOTATE, index, 0, annotation_ladder(_as_int(inst.inputs[1])))]
         return []
 
+    def _loops_around_consumer(self) -> Dict[int, int]:
+        """Per ``SampleComputeLocation`` instruction, how many loops surround the first
+        consumer of its block when the trace is replayed: the positions its
+        decision may take besides -2 and -1 (tile sizes do not change the count).
+        Empty when the replay fails."""
+        if self._location_bounds is not None:
+            return self._location_bounds
+        bounds: Dict[int, int] = {}
+        sch = Schedule(self.mod, seed=REPLAY_SEED, debug_mask="none", error_render_level="none")
+        position = iter(range(len(self.instructions)))
+
+        def observe(inst, inputs, _attrs, decision):
+            index = next(position)
+            if inst.kind.name == SAMPLE_COMPUTE_LOCATION:
+                consumers = sch.get_consumers(inputs[0])
+                bounds[index] = len(sch.get_loops(consumers[0])) if consumers else 0
+            return decision
+
+        try:
+            self._trace_given.apply_to_schedule(
+                sch, remove_postproc=True, decision_provider=observe
+            )
+        except Exception as error:  # pylint: disable=broad-except
+            logger.debug("No compute locations: the record's trace does not replay: %s", error)
+            bounds = {}
+        self._location_bounds = bounds
+        return bounds
+
     def _original_value(self, dimension: Dimension) -> int:
         if dimension.kind == SAMPLE_PERFECT_TILE:
             return self.decisions[dimension.instruction][dimension.level]
-        if dimension.kind == SAMPLE_CATEGORICAL:
+        if dimension.kind in (SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION):
             return self.decisions[dimension.instruction]
         return _as_int(self.instructions[dimension.instruction].inputs[1])
 
@@ -266,7 +311,7 @@ class TraceSpace:
                     dimension.instruction, list(self.decisions[dimension.instruction])
                 )
                 factors[dimension.level] = value
-            elif dimension.kind == SAMPLE_CATEGORICAL:
+            elif dimension.kind in (SAMPLE_CATEGORICAL, SAMPLE_COMPUTE_LOCATION):
                 decisions[dimension.instruction] = value
         for position, factors in tiles.items():
             original = self.decisions[position]
@@ -335,7 +380,8 @@ class TraceSpace:
         takes the other trace's value where this space has it: a tile's inner
         factors where they are divisors of this loop and form a perfect tiling
         of it (else the whole tile keeps this space's start), a categorical
-        choice among the same candidates, an annotation value of the ladder.
+        choice among the same candidates, a compute location of the dimension,
+        an annotation value of the ladder.
         Other coordinates keep the start's value; whether the point replays is
         :meth:`schedule`'s question.
 
@@ -374,6 +420,9 @@ class TraceSpace:
                 ours = self.instructions[dimension.instruction]
                 if [str(item) for item in inst.attrs[0]] == [str(item) for item in ours.attrs[0]]:
                     point[axis] = value
+            elif dimension.kind == SAMPLE_COMPUTE_LOCATION:
+                if value in dimension.values:
+                    point[axis] = dimension.values.index(value)
             elif len(value) == len(self.decisions[dimension.instruction]):
                 tiles.setdefault(dimension.instruction, []).append((axis, value[dimension.level]))
         # Each tile is taken over whole, when it is a perfect tiling here (the start's
