@@ -170,8 +170,14 @@ def test_compute_location_is_a_dimension():
         assert int(decision) == value
         assert space.point_of(space.trace_of(point)) == point
         places.append(value)
-    # The root and at least two loops around the convolution.
+    # The root and at least two loops around the convolution; not every loop is a place.
     assert -1 in places and len(places) >= 3, places
+    assert len(places) < len(dimension.values)
+    # Another trace's place is taken over where it replays here, else the start's is kept.
+    for index, value in enumerate(dimension.values):
+        point = tuple(index if a == axis else s for a, s in enumerate(space.start))
+        taken = space.point_like(space.trace_of(point))
+        assert taken == (point if value in places else tuple(space.start))
     moved = next(value for value in places if value != original)
     point = tuple(
         dimension.values.index(moved) if a == axis else s for a, s in enumerate(space.start)

@@ -198,7 +198,7 @@ class TraceSpace:
     def __init__(self, trace: Trace, mod: IRModule, postprocs: Sequence[Postproc]):
         self.mod = mod
         self.postprocs = list(postprocs)
-        self._trace_given = trace
+        self._record_trace = trace
         self._location_bounds: Optional[Dict[int, int]] = None
         self.instructions: List[Instruction] = _instructions(trace)
         self.decisions: Dict[int, object] = {}
@@ -265,7 +265,7 @@ class TraceSpace:
             return decision
 
         try:
-            self._trace_given.apply_to_schedule(
+            self._record_trace.apply_to_schedule(
                 sch, remove_postproc=True, decision_provider=observe
             )
         except Exception as error:  # pylint: disable=broad-except
@@ -380,10 +380,11 @@ class TraceSpace:
         takes the other trace's value where this space has it: a tile's inner
         factors where they are divisors of this loop and form a perfect tiling
         of it (else the whole tile keeps this space's start), a categorical
-        choice among the same candidates, a compute location of the dimension,
-        an annotation value of the ladder.
+        choice among the same candidates, a compute location of the dimension
+        where the point replays with it (a place the other loop nest has may
+        not exist around this one's tiles), an annotation value of the ladder.
         Other coordinates keep the start's value; whether the point replays is
-        :meth:`schedule`'s question.
+        otherwise :meth:`schedule`'s question.
 
         Parameters
         ----------
@@ -435,6 +436,14 @@ class TraceSpace:
                 trial[axis] = self.dimensions[axis].values.index(factor)
             if self.decisions_of(trial) is not None:
                 point = trial
+        moved = [
+            axis
+            for axis, dimension in enumerate(self.dimensions)
+            if dimension.kind == SAMPLE_COMPUTE_LOCATION and point[axis] != self.start[axis]
+        ]
+        if moved and self.schedule(point) is None:
+            for axis in moved:
+                point[axis] = self.start[axis]
         return tuple(point)
 
     def trace_of(self, point: Sequence[int]) -> Optional[Trace]:
