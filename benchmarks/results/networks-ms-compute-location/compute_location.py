@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sketches import n_database, without_locations  # noqa: E402
 from benchmarks import network_modern as nm  # noqa: E402
+from benchmarks.networks import paired_ratio  # noqa: E402
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.s_tir.meta_schedule.post_optimization import default_builder  # noqa: E402
 
@@ -59,12 +60,12 @@ for position, logs in enumerate(LOGS):
             times[name].append(network.time_once() * 1e3)
     for name in compiled:
         print(f"  {name}: {statistics.median(times[name]):.2f} ms (rounds {', '.join(f'{t:.2f}' for t in times[name])})")
-    paired = statistics.median(old / new for old, new in zip(times["no-locations"], times["locations"]))
+    paired = paired_ratio(times["no-locations"], times["locations"])
     print(f"  locations over no-locations: {paired:.3f}x (paired per round); time "
           f"{seconds['locations'] / seconds['no-locations']:.2f}x", flush=True)
     if "5n" in times:
         for variant in variants:
-            versus = statistics.median(five / own for five, own in zip(times["5n"], times[variant]))
+            versus = paired_ratio(times["5n"], times[variant])
             print(f"  {variant}: {versus:.3f}x of 5N's speed (paired per round)", flush=True)
     for index, (new, old) in enumerate(zip(results["locations"], results["no-locations"])):
         if new.measured or old.measured:
