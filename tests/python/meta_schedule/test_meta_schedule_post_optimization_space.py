@@ -174,10 +174,21 @@ def test_compute_location_is_a_dimension():
     assert -1 in places and len(places) >= 3, places
     assert len(places) < len(dimension.values)
     # Another trace's place is taken over where it replays here, else the start's is kept.
+    asked = []
+
+    def reject(candidate):
+        asked.append(candidate)
+        return False
+
     for index, value in enumerate(dimension.values):
         point = tuple(index if a == axis else s for a, s in enumerate(space.start))
         taken = space.point_like(space.trace_of(point))
         assert taken == (point if value in places else tuple(space.start))
+        # A caller that keeps its schedules judges the moved place itself, once.
+        asked.clear()
+        rejected = space.point_like(space.trace_of(point), is_valid=reject)
+        assert rejected == tuple(space.start)
+        assert asked == ([] if point == tuple(space.start) else [point])
     moved = next(value for value in places if value != original)
     point = tuple(
         dimension.values.index(moved) if a == axis else s for a, s in enumerate(space.start)

@@ -266,7 +266,9 @@ class WorkloadSearch:
     def _taken_over(self, records: Sequence[TuningRecord]) -> Iterator[Point]:
         """The valid points that ``records`` (another workload's) take over, in their order."""
         for record in records:
-            point = self.space.point_like(record.trace)
+            point = self.space.point_like(
+                record.trace, is_valid=lambda candidate: self._schedule(candidate) is not None
+            )
             if point is not None and self._schedule(point) is not None:
                 yield point
 

@@ -41,7 +41,7 @@ again, exactly as MetaSchedule builds its own measure candidates.
 """
 
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from tvm.ir import IRModule
 from tvm.tir.schedule import Instruction, Schedule, Trace
@@ -182,6 +182,30 @@ def _decision_value(decision):
     return _as_int(decision)
 
 
+def _loops_around_consumers(trace: Trace, mod: IRModule) -> Dict[int, int]:
+    """Per ``SampleComputeLocation`` instruction of ``trace``, how many loops surround
+    the first consumer of its block when the trace is replayed on ``mod``: the
+    places its decision may take besides -2 and -1 (tile sizes do not change the
+    count).  Empty when the replay fails."""
+    loops: Dict[int, int] = {}
+    sch = Schedule(mod, seed=REPLAY_SEED, debug_mask="none", error_render_level="none")
+    position = iter(range(len(trace.insts)))
+
+    def observe(inst, inputs, _attrs, decision):
+        index = next(position)
+        if inst.kind.name == SAMPLE_COMPUTE_LOCATION:
+            consumers = sch.get_consumers(inputs[0])
+            loops[index] = len(sch.get_loops(consumers[0])) if consumers else 0
+        return decision
+
+    try:
+        trace.apply_to_schedule(sch, remove_postproc=True, decision_provider=observe)
+    except Exception as error:  # pylint: disable=broad-except
+        logger.debug("No compute locations: the record's trace does not replay: %s", error)
+        return {}
+    return loops
+
+
 class TraceSpace:
     """The decisions of one trace as a box of integer points.
 
@@ -198,18 +222,21 @@ class TraceSpace:
     def __init__(self, trace: Trace, mod: IRModule, postprocs: Sequence[Postproc]):
         self.mod = mod
         self.postprocs = list(postprocs)
-        self._record_trace = trace
-        self._location_bounds: Optional[Dict[int, int]] = None
         self.instructions: List[Instruction] = _instructions(trace)
         self.decisions: Dict[int, object] = {}
         for index, inst in enumerate(self.instructions):
             decision = trace.get_decision(inst)
             if decision is not None:
                 self.decisions[index] = _decision_value(decision)
+        consumer_loops = (
+            _loops_around_consumers(trace, mod)
+            if any(inst.kind.name == SAMPLE_COMPUTE_LOCATION for inst in self.instructions)
+            else {}
+        )
         self.dimensions: List[Dimension] = []
         start: List[int] = []
         for index, inst in enumerate(self.instructions):
-            for dimension in self._dimensions_of(index, inst):
+            for dimension in self._dimensions_of(index, inst, consumer_loops):
                 original = self._original_value(dimension)
                 if len(dimension.values) > 1:
                     self.dimensions.append(dimension)
@@ -217,7 +244,9 @@ class TraceSpace:
         self.start: Point = tuple(start)
 
     # ------------------------------------------------------------ building
-    def _dimensions_of(self, index: int, inst: Instruction) -> List[Dimension]:
+    def _dimensions_of(
+        self, index: int, inst: Instruction, consumer_loops: Dict[int, int]
+    ) -> List[Dimension]:
         kind = inst.kind.name
         if kind == SAMPLE_PERFECT_TILE and index in self.decisions:
             factors = self.decisions[index]
@@ -233,7 +262,7 @@ class TraceSpace:
             candidates = inst.attrs[0]
             return [Dimension(SAMPLE_CATEGORICAL, index, 0, tuple(range(len(candidates))))]
         if kind == SAMPLE_COMPUTE_LOCATION and index in self.decisions:
-            loops = self._loops_around_consumer().get(index, 0)
+            loops = consumer_loops.get(index, 0)
             values = tuple(range(-2, loops))
             if self.decisions[index] not in values:
                 return []
@@ -245,34 +274,6 @@ class TraceSpace:
         ):
             return [Dimension(ANNOTATE, index, 0, annotation_ladder(_as_int(inst.inputs[1])))]
         return []
-
-    def _loops_around_consumer(self) -> Dict[int, int]:
-        """Per ``SampleComputeLocation`` instruction, how many loops surround the first
-        consumer of its block when the trace is replayed: the positions its
-        decision may take besides -2 and -1 (tile sizes do not change the count).
-        Empty when the replay fails."""
-        if self._location_bounds is not None:
-            return self._location_bounds
-        bounds: Dict[int, int] = {}
-        sch = Schedule(self.mod, seed=REPLAY_SEED, debug_mask="none", error_render_level="none")
-        position = iter(range(len(self.instructions)))
-
-        def observe(inst, inputs, _attrs, decision):
-            index = next(position)
-            if inst.kind.name == SAMPLE_COMPUTE_LOCATION:
-                consumers = sch.get_consumers(inputs[0])
-                bounds[index] = len(sch.get_loops(consumers[0])) if consumers else 0
-            return decision
-
-        try:
-            self._record_trace.apply_to_schedule(
-                sch, remove_postproc=True, decision_provider=observe
-            )
-        except Exception as error:  # pylint: disable=broad-except
-            logger.debug("No compute locations: the record's trace does not replay: %s", error)
-            bounds = {}
-        self._location_bounds = bounds
-        return bounds
 
     def _original_value(self, dimension: Dimension) -> int:
         if dimension.kind == SAMPLE_PERFECT_TILE:
@@ -372,7 +373,9 @@ class TraceSpace:
             return None
         return point
 
-    def point_like(self, trace: Trace) -> Optional[Point]:
+    def point_like(
+        self, trace: Trace, *, is_valid: Optional[Callable[[Point], bool]] = None
+    ) -> Optional[Point]:
         """The point that takes over the decisions of another workload's trace.
 
         ``trace`` schedules another workload with the same instructions (e.g. a
@@ -390,6 +393,11 @@ class TraceSpace:
         ----------
         trace : Trace
             The trace of a tuning record of another workload.
+        is_valid : Optional[Callable[[Point], bool]]
+            Whether a point replays into a schedule, asked only when a compute
+            location moved; by default whether :meth:`schedule` gives one.  A
+            caller that keeps the schedules of its points passes its own, so
+            that no point is replayed twice.
 
         Returns
         -------
@@ -441,7 +449,9 @@ class TraceSpace:
             for axis, dimension in enumerate(self.dimensions)
             if dimension.kind == SAMPLE_COMPUTE_LOCATION and point[axis] != self.start[axis]
         ]
-        if moved and self.schedule(point) is None:
+        if is_valid is None:
+            is_valid = lambda candidate: self.schedule(candidate) is not None
+        if moved and not is_valid(tuple(point)):
             for axis in moved:
                 point[axis] = self.start[axis]
         return tuple(point)
