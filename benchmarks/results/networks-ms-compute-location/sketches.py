@@ -29,10 +29,10 @@ with_locations = trace_space.TraceSpace._dimensions_of
 @contextlib.contextmanager
 def without_locations():
     """TraceSpace as before compute locations were dimensions."""
-    def dimensions_of(space, index, inst):
+    def dimensions_of(space, index, inst, *rest):
         if inst.kind.name == trace_space.SAMPLE_COMPUTE_LOCATION:
             return []
-        return with_locations(space, index, inst)
+        return with_locations(space, index, inst, *rest)
     trace_space.TraceSpace._dimensions_of = dimensions_of
     try:
         yield
