@@ -755,6 +755,39 @@ def test_first_pass_then_the_shares_it_measured():
         FirstPass(0, lambda *_: 0.0, lambda first, later: later)
 
 
+def test_first_pass_bounded_leaves_the_rest_waiting():
+    """A first pass bounded in all: the tasks after its bound wait for the second pass,
+    where they compete by their shares before any search."""
+    calls = []
+    after = {0: 1.0, 1: 5.0, 2: 2.0, 3: 4.0}
+
+    def search(position, budget):
+        calls.append((position, budget))
+        return DropletResult(str(position), "cpu", 10.0, after[position], budget)
+
+    def not_reached(position):
+        calls.append((position, "not reached"))
+        return DropletResult(str(position), "cpu", 10.0, 10.0, 0)
+
+    first_pass = FirstPass(
+        2,
+        lambda position, result: result.after,
+        lambda first, later: first.followed_by(later),
+        max_trials=3,
+    )
+    results = SharedBudget(10).search_in_share_order(
+        [3.0, 1.0, 2.0, 4.0], 5, search, not_reached, first_pass=first_pass
+    )
+    # Pass 1 (at most 3): task 3 gets 2, task 0 the last 1; tasks 2 and 1 wait.  Pass 2 by
+    # share: task 3 (4.0 after its search) 3 more, task 2 (2.0, its share before any
+    # search) a first search of up to 5 from the 4 left, task 0 (1.0), task 1 (1.0)
+    # nothing: the budget is spent.
+    assert calls == [(3, 2), (0, 1), (3, 3), (2, 4), (1, "not reached")]
+    assert [result.measured for result in results] == [1, 0, 4, 5]
+    with pytest.raises(ValueError, match="positive number of measurements in all"):
+        FirstPass(2, lambda *_: 0.0, lambda first, later: later, max_trials=0)
+
+
 def test_first_pass_budget_and_its_checks():
     """Half an even split by default, 0 for one pass, nothing without a shared budget."""
     assert first_pass_budget(None, 256, 8) == 16

@@ -40,6 +40,7 @@ import tvm.testing
 from tvm import te
 from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
+from tvm.meta_schedule.post_optimization.workloads import mean_run_secs
 from tvm.meta_schedule.utils import derived_object
 from tvm.ir import structural_equal
 
@@ -355,6 +356,36 @@ def commit(database, size, schedule, secs):
     )
 
 
+def two_matmuls_searched(builder, trials, task_weights, max_trials_global, **options):
+    """``post_optimize`` of a SIZE and a SIZE // 2 matmul whose records both say 100 us.
+
+    Returns the results, the database's records, and for each record committed
+    after those two the index of its workload (0: SIZE, 1: SIZE // 2).
+    """
+    sizes = (SIZE, SIZE // 2)
+    starts = [sampled_schedule(size, rand_state=7) for size in sizes]
+    database = ms.database.MemoryDatabase()
+    for size, (_, schedule, _) in zip(sizes, starts):
+        commit(database, size, schedule, 1e-4)
+    results = post_optimize(
+        database,
+        trials,
+        tasks=[context for context, _, _ in starts],
+        task_weights=task_weights,
+        max_trials_global=max_trials_global,
+        builder=builder,
+        runner=runner(),
+        **options,
+    )
+    records = database.get_all_tuning_records()
+    mods = [matmul(size) for size in sizes]
+    order = [
+        next(i for i, mod in enumerate(mods) if structural_equal(record.workload.mod, mod))
+        for record in records[2:]
+    ]
+    return results, records, order
+
+
 @tvm.testing.requires_llvm
 def test_shared_budget_goes_to_the_largest_share(builder):
     """With task weights and a global budget, the weighted slowest workload is searched first.
@@ -363,30 +394,33 @@ def test_shared_budget_goes_to_the_largest_share(builder):
     model run, so it is searched first, with its own budget of 2; the first
     gets what is left of the global budget: 1 of 3, none of 2.
     """
-    sizes = (SIZE, SIZE // 2)
-    starts = [sampled_schedule(size, rand_state=7) for size in sizes]
-    tasks = [context for context, _, _ in starts]
     for max_trials_global, measured in ((3, [1, 2]), (2, [0, 2])):
-        database = ms.database.MemoryDatabase()
-        for size, (_, schedule, _) in zip(sizes, starts):
-            commit(database, size, schedule, 1e-4)
-        results = post_optimize(
-            database,
-            2,
-            tasks=tasks,
-            task_weights=[1, 4],
-            max_trials_global=max_trials_global,
-            builder=builder,
-            runner=runner(),
-        )
+        results, _, order = two_matmuls_searched(builder, 2, [1, 4], max_trials_global)
         assert [result.measured for result in results] == measured
-        committed = database.get_all_tuning_records()[2:]
-        order = [sizes[1]] * 2 + [sizes[0]] * measured[0]
-        assert len(committed) == len(order), "each start again first, then a new program"
-        for record, size in zip(committed, order):
-            assert structural_equal(record.workload.mod, matmul(size))
+        assert order == [1] * 2 + [0] * measured[0], "each start again first, then a new program"
     assert "max_trials_global" in results[0].stop_reason
     assert results[0].after == results[0].before == pytest.approx(1e-4)
+
+
+@tvm.testing.requires_llvm
+def test_two_passes_then_the_heaviest_again(builder):
+    """With a first pass, every workload is searched briefly first (within half of the
+    global budget), then again from its fastest record by the shares after that pass.
+
+    Trials 4, a first pass of 2 and a global budget of 6: the workload weighted 64 gets
+    2, the other the first pass's last 1; then the first again (2 more, from its
+    fastest record, measured again first), then the other (the last 1).  In one pass
+    the first workload takes its 4 before the other gets 2.
+    """
+    results, records, order = two_matmuls_searched(builder, 4, [1, 64], 6, first_pass_trials=2)
+    assert order == [1, 1, 0, 1, 1, 0]
+    assert [result.measured for result in results] == [2, 4]
+    fastest = min([records[1]] + records[2:4], key=mean_run_secs)
+    assert str(records[5].trace) == str(fastest.trace), "the second pass starts at the best"
+    assert results[1].before == pytest.approx(mean_run_secs(records[2]))
+    results, _, order = two_matmuls_searched(builder, 4, [1, 64], 6, first_pass_trials=0)
+    assert order == [1, 1, 1, 1, 0, 0]
+    assert [result.measured for result in results] == [2, 4]
 
 
 @tvm.testing.requires_llvm

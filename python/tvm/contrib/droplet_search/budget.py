@@ -130,17 +130,28 @@ class FirstPass:
         (its best cost found times its weight).
     join : Callable[[Result, Result], Result]
         The result of a task searched twice, from its first and second results.
+    max_trials : Optional[int]
+        The most measurements of the first pass over all tasks (None: as many
+        as the shared budget has).  A task whose turn in the first pass comes
+        after they are spent waits for the second pass, where its share is
+        its share before any search.
     """
 
     budget: int
     share: Callable[[int, Result], float]
     join: Callable[[Result, Result], Result]
+    max_trials: Optional[int] = None
 
     def __post_init__(self):
         if not is_count(self.budget):
             raise ValueError(
                 f"the first pass needs a positive number of measurements per task, "
                 f"got {self.budget!r}"
+            )
+        if self.max_trials is not None and not is_count(self.max_trials):
+            raise ValueError(
+                f"the first pass needs a positive number of measurements in all, "
+                f"got {self.max_trials!r}"
             )
 
 
@@ -198,7 +209,8 @@ class SharedBudget:
             Searches the task at a position within a budget of measurements and
             returns its result, whose ``measured`` is spent from this budget.
             In the second pass it is called again for the same position and
-            continues the task's search.
+            continues the task's search (or, for a task the first pass's
+            ``max_trials`` left waiting, called for the first time).
         not_reached : Callable[[int], Result]
             The result of the task at a position whose turn came after this
             budget was spent; it measures nothing.
@@ -217,32 +229,46 @@ class SharedBudget:
             both passes has its two results joined by ``first_pass.join``.
         """
         first_budget = task_budget if first_pass is None else min(task_budget, first_pass.budget)
+        first_left = None if first_pass is None else first_pass.max_trials
         results = {}
+        granted = {}
+        waiting = []  # tasks whose turn came after the first pass's own bound was spent
         for position in share_order(shares):
             if announce is not None:
                 announce(position)
             if self.spent:
                 results[position] = not_reached(position)
                 continue
-            results[position] = search(position, self.grant(first_budget))
+            if first_left == 0:
+                waiting.append(position)
+                continue
+            granted[position] = self.grant(first_budget)
+            if first_left is not None:
+                granted[position] = min(granted[position], first_left)
+            results[position] = search(position, granted[position])
             self.spend(results[position].measured)
-        if first_pass is None or first_budget >= task_budget:
-            return [results[position] for position in range(len(shares))]
-        # Searches that ended before their budget (converged, failing) are over.
-        unfinished = [
-            position
-            for position in range(len(shares))
-            if results[position].measured >= first_budget
-        ]
-        later_shares = {
-            position: first_pass.share(position, results[position]) for position in unfinished
-        }
-        for position in sorted(unfinished, key=lambda position: -later_shares[position]):
-            if self.spent:
-                break
-            later = search(position, self.grant(task_budget - results[position].measured))
-            self.spend(later.measured)
-            results[position] = first_pass.join(results[position], later)
+            if first_left is not None:
+                first_left = max(0, first_left - results[position].measured)
+        if first_pass is not None and (first_budget < task_budget or waiting):
+            # Searches that ended before their budget (converged, failing) are over.
+            later_shares = {
+                position: first_pass.share(position, results[position])
+                for position in granted
+                if results[position].measured >= granted[position]
+            }
+            later_shares.update((position, shares[position]) for position in waiting)
+            for position in sorted(later_shares, key=lambda position: -later_shares[position]):
+                if self.spent:
+                    break
+                if position in granted:
+                    later = search(position, self.grant(task_budget - results[position].measured))
+                    results[position] = first_pass.join(results[position], later)
+                else:
+                    later = results[position] = search(position, self.grant(task_budget))
+                self.spend(later.measured)
+        for position in waiting:
+            if position not in results:
+                results[position] = not_reached(position)
         return [results[position] for position in range(len(shares))]
 
 
@@ -266,7 +292,7 @@ def check_first_pass(first_pass_trials, max_trials_global: Optional[int]) -> Non
     if first_pass_trials and max_trials_global is None:
         raise ValueError(
             "first_pass_trials needs max_trials_global: without a shared budget every task "
-            "has its own, exploitation_trials"
+            "has its own budget and a first pass changes nothing"
         )
 
 

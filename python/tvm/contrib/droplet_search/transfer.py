@@ -84,12 +84,14 @@ def take_over(
     return points
 
 
-def add_taken_over(search: DropletSearch, sources: Sequence[Iterator[Point]]) -> List[Point]:
+def add_taken_over(
+    search: DropletSearch, sources: Sequence[Iterator[Point]], limit: Optional[int] = None
+) -> List[Point]:
     """Add the points :func:`take_over` picks from ``sources`` to ``search``'s next round.
 
-    At most ``transfer_limit(search.budget)`` points; the search's centre and the
-    points it measured before are skipped (each still uses its workload's turn),
-    so a repeated call takes over nothing twice.
+    At most ``limit`` points, by default ``transfer_limit(search.budget)``; the
+    search's centre and the points it measured before are skipped (each still
+    uses its workload's turn), so a repeated call takes over nothing twice.
 
     Parameters
     ----------
@@ -97,6 +99,9 @@ def add_taken_over(search: DropletSearch, sources: Sequence[Iterator[Point]]) ->
         The search, between rounds (see :meth:`DropletSearch.add_sample`).
     sources : Sequence[Iterator[Point]]
         As for :func:`take_over`: one iterator per other workload.
+    limit : Optional[int]
+        The most points taken over (e.g. ``transfer_limit`` of the task's whole
+        budget, when the search has only a first pass of it).
 
     Returns
     -------
@@ -105,7 +110,7 @@ def add_taken_over(search: DropletSearch, sources: Sequence[Iterator[Point]]) ->
     """
     points = take_over(
         sources,
-        transfer_limit(search.budget),
+        transfer_limit(search.budget) if limit is None else limit,
         skip=lambda point: point == search.centre or search.costs(point) is not None,
     )
     return search.add_sample(points)

@@ -16,11 +16,12 @@
 # under the License.
 """The Droplet Search of one workload: trace-space points in, committed records out."""
 
+import dataclasses
 import logging
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 from tvm.contrib.droplet_search import BatchDriver, DropletSearch, mean
-from tvm.contrib.droplet_search.transfer import add_taken_over
+from tvm.contrib.droplet_search.transfer import add_taken_over, transfer_limit
 from tvm.tir.schedule import Schedule
 
 from ..builder import Builder
@@ -90,6 +91,8 @@ class WorkloadSearch:
     ):
         self.job = job
         self.transfer = transfer
+        self.budget = budget
+        self.batch_size = batch_size
         # How many schedules of other workloads were taken over (see run()).
         self.transferred = 0
         self.journal = journal
@@ -252,8 +255,11 @@ class WorkloadSearch:
         of them that beats the start (as from a sample).
         """
         # Per other workload, its valid points fastest first, replayed only when asked for.
+        # As many as the workload's own budget allows, also in a first pass of a few.
         added = add_taken_over(
-            self.search, [self._taken_over(records) for records in self.journal.related()]
+            self.search,
+            [self._taken_over(records) for records in self.journal.related()],
+            transfer_limit(self.budget),
         )
         self.transferred = len(added)
         if self.transferred:
@@ -262,6 +268,35 @@ class WorkloadSearch:
                 self.job.name,
                 self.transferred,
             )
+
+    def continued(self) -> "WorkloadSearch":
+        """A new search of the workload from its fastest record now (a second pass).
+
+        The same settings, without transfer (this search measured the other
+        workloads' schedules already); the database's records of the new
+        space, this search's among them, are not measured again, and only the
+        new start is measured again.
+
+        Raises
+        ------
+        ValueError
+            When that record does not replay into a valid schedule.
+        """
+        timed = [
+            record
+            for record in list(self.journal.records) + list(self.records.values())
+            if mean_run_secs(record) is not None
+        ]
+        record = min(timed, key=mean_run_secs, default=self.job.record)
+        job = dataclasses.replace(self.job, record=record)
+        return WorkloadSearch(
+            job,
+            Journal(self.journal.database, job.workload, job.target),
+            pvalue=self.search.pvalue,
+            budget=self.budget,
+            batch_size=self.batch_size,
+            transfer=False,
+        )
 
     def _taken_over(self, records: Sequence[TuningRecord]) -> Iterator[Point]:
         """The valid points that ``records`` (another workload's) take over, in their order."""
