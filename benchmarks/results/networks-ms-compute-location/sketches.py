@@ -7,11 +7,13 @@ LOGS is a `networks.py --keep-logs` folder: ms/ holds 5N's database, whose first
 (those its post-optimized copies, the other folders, start with).  Per workload, slowest N best
 first: N's best, 5N's and each post-optimized copy's speedup over it, and where 5N's best lies: a
 point of the trace space of N's best (how many coordinates away), a schedule with the same
-instructions that is no point of it (with the decisions that differ, and whether each is a
-dimension), another sketch N also sampled, or a sketch N never measured.  With
+instructions and inputs that is no point of it (with the decisions that differ, and whether each
+is a dimension), another sketch N also sampled, or a sketch N never measured.  (Until session 45 a
+sketch was its instruction kinds only, so a record whose cache-write block is computed at another
+loop counted as the same sketch; the outputs `sketches-mnv2-seed11-*.txt` are of that version.)  With
 --without-locations, in the space as it was before compute locations were dimensions.
 """
-import contextlib, shutil, sys, tempfile
+import contextlib, re, shutil, sys, tempfile
 from pathlib import Path
 
 from tvm.s_tir import meta_schedule as ms
@@ -64,7 +66,12 @@ def best(records):
 
 
 def sketch(trace):
-    return tuple(inst.kind.name for inst in _instructions(trace))
+    """The trace's program up to its decisions and annotation values: its instructions with their
+    inputs (e.g. the loop a cache-write block is computed at), as text."""
+    return tuple(
+        re.sub(r"ann_val=-?\d+", "ann_val=_", re.sub(r", decision=.*\)$", ")", line))
+        for line in trace.as_python(remove_postproc=True)
+    )
 
 
 def of_workload(grouped, workload):
