@@ -385,13 +385,10 @@ def _post_optimize_one(
     )
     # Report what the database's queries now pick: the workload's fastest successful
     # record, which need not be the search's centre (faster, but not significantly).
-    records = list(search.journal.records) + list(search.records.values())
-    timed = [record for record in records if mean_run_secs(record) is not None]
-    if timed:
-        fastest = min(timed, key=mean_run_secs)
-        if trace_key(fastest.trace) != trace_key(job.record.trace):
-            result.after = mean_run_secs(fastest)
-            result.record = fastest
+    fastest = search.fastest_record()
+    if fastest is not None and trace_key(fastest.trace) != trace_key(job.record.trace):
+        result.after = mean_run_secs(fastest)
+        result.record = fastest
     logger.info(
         "Post-optimization of %s: %.4g us -> %.4g us (%.3fx; record %.4g us) in %d measurements "
         "(%d records reused, %d wrong results, %d duplicate programs not measured); %s. Centre: %s",

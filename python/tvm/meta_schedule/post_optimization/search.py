@@ -110,7 +110,7 @@ class WorkloadSearch:
             self.space.dims,
             self.space.start,
             pvalue=pvalue,
-            is_valid=lambda point: self._schedule(point) is not None,
+            is_valid=self._replays,
             budget=budget,
             logger=_WorkloadLogger(logger, {"name": job.name}),
         )
@@ -127,6 +127,10 @@ class WorkloadSearch:
         if point not in self._schedules:
             self._schedules[point] = self.space.schedule(point)
         return self._schedules[point]
+
+    def _replays(self, point: Point) -> bool:
+        """Whether a point replays into a valid schedule (kept, see :meth:`_schedule`)."""
+        return self._schedule(point) is not None
 
     def _identify(self, point: Point):
         schedule = self._schedule(point)
@@ -269,6 +273,16 @@ class WorkloadSearch:
                 self.transferred,
             )
 
+    def fastest_record(self) -> Optional[TuningRecord]:
+        """The workload's fastest successful record: the database's before the search,
+        and the search's own; None when there is none."""
+        timed = [
+            record
+            for record in list(self.journal.records) + list(self.records.values())
+            if mean_run_secs(record) is not None
+        ]
+        return min(timed, key=mean_run_secs, default=None)
+
     def continued(self) -> "WorkloadSearch":
         """A new search of the workload from its fastest record now (a second pass).
 
@@ -282,13 +296,7 @@ class WorkloadSearch:
         ValueError
             When that record does not replay into a valid schedule.
         """
-        timed = [
-            record
-            for record in list(self.journal.records) + list(self.records.values())
-            if mean_run_secs(record) is not None
-        ]
-        record = min(timed, key=mean_run_secs, default=self.job.record)
-        job = dataclasses.replace(self.job, record=record)
+        job = dataclasses.replace(self.job, record=self.fastest_record() or self.job.record)
         return WorkloadSearch(
             job,
             Journal(self.journal.database, job.workload, job.target),
@@ -301,9 +309,7 @@ class WorkloadSearch:
     def _taken_over(self, records: Sequence[TuningRecord]) -> Iterator[Point]:
         """The valid points that ``records`` (another workload's) take over, in their order."""
         for record in records:
-            point = self.space.point_like(
-                record.trace, is_valid=lambda candidate: self._schedule(candidate) is not None
-            )
+            point = self.space.point_like(record.trace, is_valid=self._replays)
             if point is not None and self._schedule(point) is not None:
                 yield point
 
