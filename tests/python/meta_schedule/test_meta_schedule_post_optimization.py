@@ -24,6 +24,7 @@ Real tuning and real measurements of a small matmul on this CPU: the budgets
 are tiny, so that the file runs in a few minutes on a 2-core machine.
 """
 
+import dataclasses
 import glob
 import json
 import os
@@ -38,7 +39,11 @@ import tvm
 import tvm.meta_schedule as ms
 import tvm.testing
 from tvm import te
-from tvm.meta_schedule.post_optimization import TraceSpace, post_optimize
+from tvm.meta_schedule.post_optimization import (
+    PostOptimizationResult,
+    TraceSpace,
+    post_optimize,
+)
 from tvm.meta_schedule.post_optimization.measure import measure_schedules
 from tvm.meta_schedule.post_optimization.workloads import mean_run_secs
 from tvm.meta_schedule.utils import derived_object
@@ -404,23 +409,46 @@ def test_shared_budget_goes_to_the_largest_share(builder):
 
 @tvm.testing.requires_llvm
 def test_two_passes_then_the_heaviest_again(builder):
-    """With a first pass, every workload is searched briefly first (within half of the
+    """With a first pass, every workload is searched briefly first (within a third of the
     global budget), then again from its fastest record by the shares after that pass.
 
-    Trials 4, a first pass of 2 and a global budget of 6: the workload weighted 64 gets
-    2, the other the first pass's last 1; then the first again (2 more, from its
-    fastest record, measured again first), then the other (the last 1).  In one pass
-    the first workload takes its 4 before the other gets 2.
+    Trials 4, a first pass of 2 and a global budget of 9 (a first pass of at most 3):
+    the workload weighted 64 gets 2, the other the first pass's last 1; then the first
+    again (2 more, from its fastest record, measured again first), then the other (3
+    more, its 4 in all).  In one pass, with a global budget of 6, the first workload
+    takes its 4 before the other gets 2.
     """
-    results, records, order = two_matmuls_searched(builder, 4, [1, 64], 6, first_pass_trials=2)
-    assert order == [1, 1, 0, 1, 1, 0]
-    assert [result.measured for result in results] == [2, 4]
+    results, records, order = two_matmuls_searched(builder, 4, [1, 64], 9, first_pass_trials=2)
+    assert order == [1, 1, 0, 1, 1, 0, 0, 0]
+    assert [result.measured for result in results] == [4, 4]
     fastest = min([records[1]] + records[2:4], key=mean_run_secs)
     assert str(records[5].trace) == str(fastest.trace), "the second pass starts at the best"
     assert results[1].before == pytest.approx(mean_run_secs(records[2]))
     results, _, order = two_matmuls_searched(builder, 4, [1, 64], 6, first_pass_trials=0)
     assert order == [1, 1, 1, 1, 0, 0]
     assert [result.measured for result in results] == [2, 4]
+
+
+def test_both_passes_report_as_one_search():
+    """A workload searched in both passes has one result: it starts where the first search
+    started, ends where the second ended, and the measurements, wrong outputs and
+    schedules taken over of both add up."""
+    first = PostOptimizationResult(
+        name="w", target=TARGET, before=4e-4, after=2e-4, measured=9, wrong_outputs=1
+    )
+    first = dataclasses.replace(first, transferred=8, record="first fastest")
+    later = dataclasses.replace(
+        first, before=2e-4, after=1e-4, measured=5, wrong_outputs=0, transferred=2
+    )
+    later = dataclasses.replace(later, record="second fastest", converged_after=3)
+    both = first.followed_by(later)
+    assert isinstance(both, PostOptimizationResult)
+    assert (both.before, both.after, both.record) == (4e-4, 1e-4, "second fastest")
+    assert (both.measured, both.wrong_outputs, both.transferred) == (14, 1, 10)
+    assert both.converged_after == 12
+    nothing_faster = dataclasses.replace(later, after=later.before, record=None)
+    unchanged = first.followed_by(nothing_faster)
+    assert (unchanged.after, unchanged.record) == (2e-4, "first fastest")
 
 
 @tvm.testing.requires_llvm

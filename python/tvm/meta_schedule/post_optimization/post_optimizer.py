@@ -219,7 +219,7 @@ def post_optimize(
     first_pass_trials : Optional[int]
         With ``max_trials_global``, spend it in two passes: first every
         workload in share order with at most ``first_pass_trials``
-        measurements, the first pass taking at most half of
+        measurements, the first pass taking at most a third of
         ``max_trials_global``; then the rest by the shares after that pass, to
         the workloads whose first search used its whole first budget (each
         searched again from its fastest record, without transfer, up to
@@ -340,7 +340,7 @@ def _first_pass(
         int(first_pass_trials),
         lambda position, result: result.after * searches[position].job.weight,
         lambda first, later: first.followed_by(later),
-        max_trials=max(1, int(max_trials_global) // 2),
+        max_trials=max(1, int(max_trials_global) // 3),
     )
 
 
