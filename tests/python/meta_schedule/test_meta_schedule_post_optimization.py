@@ -433,14 +433,12 @@ def test_both_passes_report_as_one_search():
     """A workload searched in both passes has one result: it starts where the first search
     started, ends where the second ended, and the measurements, wrong outputs and
     schedules taken over of both add up."""
-    first = PostOptimizationResult(
-        name="w", target=TARGET, before=4e-4, after=2e-4, measured=9, wrong_outputs=1
-    )
-    first = dataclasses.replace(first, transferred=8, record="first fastest")
-    later = dataclasses.replace(
-        first, before=2e-4, after=1e-4, measured=5, wrong_outputs=0, transferred=2
-    )
-    later = dataclasses.replace(later, record="second fastest", converged_after=3)
+
+    def result(before, after, measured, **fields):
+        return PostOptimizationResult("w", TARGET, before, after, measured, **fields)
+
+    first = result(4e-4, 2e-4, 9, wrong_outputs=1, transferred=8, record="first fastest")
+    later = result(2e-4, 1e-4, 5, transferred=2, record="second fastest", converged_after=3)
     both = first.followed_by(later)
     assert isinstance(both, PostOptimizationResult)
     assert (both.before, both.after, both.record) == (4e-4, 1e-4, "second fastest")

@@ -310,7 +310,7 @@ class WorkloadSearch:
         """The valid points that ``records`` (another workload's) take over, in their order."""
         for record in records:
             point = self.space.point_like(record.trace, is_valid=self._replays)
-            if point is not None and self._schedule(point) is not None:
+            if point is not None and self._replays(point):
                 yield point
 
     @property
