@@ -9,12 +9,13 @@ timed in ``rounds`` interleaved rounds (each round, the median of a network's in
 per folder each copy's measurements and seconds, the end-to-end ms, every variant's paired ratio
 over the first variant, and per task the speedup over its start in each copy.
 """
+import contextlib
 import shutil
 import statistics
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Sequence
+from typing import Callable, ContextManager, Dict, List, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent / "results" / "networks-ms-compute-location"))
@@ -36,6 +37,41 @@ def library_order(net, database, builder, runner, *, budget: int, cap: int = 32,
         database, list(range(len(net.tasks))), cap, builder, runner,
         task_weights=[task.weight for task in net.tasks], max_trials_global=budget, **options,
     )
+
+
+def library(budget: int) -> Variant:
+    """The library's order with ``budget`` measurements in all (see :func:`library_order`)."""
+    return lambda net, database, **measure: library_order(net, database, budget=budget, **measure)
+
+
+@contextlib.contextmanager
+def patched(owner, name: str, wrap: Callable):
+    """``owner.name`` replaced by ``wrap(original)`` inside the block."""
+    original = getattr(owner, name)
+    setattr(owner, name, wrap(original))
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def within(context: Callable[[], ContextManager], budget: int) -> Variant:
+    """The library's order with ``budget``, run inside ``context()`` (e.g. :func:`patched`)."""
+
+    def variant(net, database, **measure):
+        with context():
+            return library_order(net, database, budget=budget, **measure)
+
+    return variant
+
+
+def main(variants: Callable[[int], Dict[str, Variant]]) -> None:
+    """The A/B scripts' command line, ``NETWORK BUDGET DRAWS OUT VARIANTS LOGS...``: VARIANTS
+    are comma-separated names of ``variants(BUDGET)``, the first the reference."""
+    network, budget, draws, out = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])
+    by_name = variants(budget)
+    chosen = {name: by_name[name] for name in sys.argv[5].split(",")}
+    compare(network, out, [Path(path) for path in sys.argv[6:]], chosen, draws=draws)
 
 
 def compare(network: str, out: Path, logs: Sequence[Path], variants: Dict[str, Variant],
