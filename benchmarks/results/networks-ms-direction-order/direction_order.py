@@ -4,13 +4,12 @@
         NETWORK BUDGET DRAWS OUT VARIANTS LOGS...
 
 Hypothesis (issue 13, cause 1): a search's round is one radius-1 neighbourhood, 2 x dims
-candidates (ResNet-18's convolutions: 16 dimensions, about 28 moves inside the box), walked
-axis by axis, up before down (``DirectionScores.natural``).  A second-pass search of the
+candidates (ResNet-18's convolutions: 16 dimensions, up to 32 moves, fewer at the box's edges),
+walked axis by axis, up before down (``DirectionScores.natural``).  A second-pass search of the
 library's two passes has about 23 measurements, so its one round is cut before the last axes
-(the later splits, compute locations and annotations) are tried at all.  `sweep`: the
-directions up on every axis first, then down on every axis, so that a cut round tries each
-axis at least once.  `library`: axis by axis.  VARIANTS: comma-separated, the first the
-reference.  See ``benchmarks/ms_side_by_side.py``.
+(the trace's later decisions) are tried at all.  `sweep`: the directions up on every axis first,
+then down on every axis, so that a cut round tries each axis at least once.  `library`: axis by
+axis.  VARIANTS: comma-separated, the first the reference.  See ``benchmarks/ms_side_by_side.py``.
 """
 import sys
 from pathlib import Path
