@@ -16,20 +16,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from ms_side_by_side import library, main, patched, within  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sweep import up_then_down  # noqa: E402
 from tvm.contrib.droplet_search.neighbourhood import DirectionScores  # noqa: E402
 
 
-def up_then_down(initialise):
-    """``DirectionScores.__init__`` whose natural order is every axis up, then every axis down."""
-
-    def swept(self, dims):
-        initialise(self, dims)
-        self.natural = sorted(self.natural, key=lambda direction: (-direction[1], direction[0]))
-
-    return swept
-
-
-main(lambda budget: {
-    "library": library(budget),
-    "sweep": within(lambda: patched(DirectionScores, "__init__", up_then_down), budget),
-})
+if __name__ == "__main__":
+    main(lambda budget: {
+        "library": library(budget),
+        "sweep": within(lambda: patched(DirectionScores, "__init__", up_then_down), budget),
+    })
