@@ -9,7 +9,6 @@ timed in ``rounds`` interleaved rounds (each round, the median of a network's in
 per folder each copy's measurements and seconds, the end-to-end ms, every variant's paired ratio
 over the first variant, and per task the speedup over its start in each copy.
 """
-import contextlib
 import shutil
 import statistics
 import sys
@@ -22,6 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "results" / "networks-m
 from sketches import n_database  # noqa: E402
 from benchmarks import network_modern as nm  # noqa: E402
 from benchmarks.networks import paired_ratio  # noqa: E402
+# patched: imported for the A/B scripts, which take it from here with library, within, main.
+from benchmarks.patching import patched  # noqa: E402,F401
 from tvm.s_tir import meta_schedule as ms  # noqa: E402
 from tvm.s_tir.meta_schedule.post_optimization import default_builder  # noqa: E402
 
@@ -42,17 +43,6 @@ def library_order(net, database, builder, runner, *, budget: int, cap: int = 32,
 def library(budget: int) -> Variant:
     """The library's order with ``budget`` measurements in all (see :func:`library_order`)."""
     return lambda net, database, **measure: library_order(net, database, budget=budget, **measure)
-
-
-@contextlib.contextmanager
-def patched(owner, name: str, wrap: Callable):
-    """``owner.name`` replaced by ``wrap(original)`` inside the block."""
-    original = getattr(owner, name)
-    setattr(owner, name, wrap(original))
-    try:
-        yield
-    finally:
-        setattr(owner, name, original)
 
 
 def within(context: Callable[[], ContextManager], budget: int) -> Variant:

@@ -11,18 +11,16 @@ recorded costs, so the two see the same costs seed by seed.
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tuner_replay  # noqa: E402
+from benchmarks.patching import patched  # noqa: E402
 from sweep import up_then_down  # noqa: E402
 from tvm.contrib.droplet_search.neighbourhood import DirectionScores  # noqa: E402
 
 print("== library: axis by axis, up before down", flush=True)
 tuner_replay.main()
-original = DirectionScores.__init__
-DirectionScores.__init__ = up_then_down(original)
-try:
+with patched(DirectionScores, "__init__", up_then_down):
     print("\n== sweep: every axis up, then every axis down", flush=True)
     tuner_replay.main()
-finally:
-    DirectionScores.__init__ = original

@@ -9,7 +9,8 @@ whole budget).  Session 45's emulated two passes took over 2 (a quarter of 9) an
 neighbours of the start, and won where the library's first round did not (MobileNetV2 seeds 11
 and 9: 1.098x and 1.079x over one pass, against the library's 1.054x and 0.921x).  `take-K`: at
 most K schedules taken over per search, the rest of the round the search's own moves.  `library`:
-up to 8.  `more-12`, the other way: up to 12 taken over, in a first round of 13.  VARIANTS: comma-separated, the first the reference.  See ``benchmarks/ms_side_by_side.py``.
+up to 8.  `more-12`, the other way: up to 12 taken over, in a first round of 13.  VARIANTS:
+comma-separated, the first the reference.  See ``benchmarks/ms_side_by_side.py``.
 """
 import contextlib
 import sys
