@@ -6,10 +6,10 @@
 Hypothesis (issue 13, cause 3): in the library's two passes (the first round of 9 on every
 workload in share order, then the rest of the global budget by the shares after it), a second
 pass gets at most ``trials - 9`` measurements, 23 with the per-workload cap of 32 that
-``networks.py`` passes, less than one round of its neighbourhood (two per dimension, 30-42 on
-ResNet-18's convolutions).  On the kept copies of sessions 47-48, the best of a second pass's
-first k neighbours was still growing at k = 20 (1.065x at 1, 1.21x at 8, 1.37x at 20 on
-ResNet-18, geometric means): more measurements on the heaviest workloads may
+``networks.py`` passes, less than one round of its neighbourhood (two moves per dimension: up
+to 32 on ResNet-18's convolutions, which have 16).  On the kept copies of sessions 47-48, the
+best of a second pass's first k neighbours was still growing at k = 20 (1.065x at 1, 1.21x at
+8, 1.37x at 20 on ResNet-18, geometric means): more measurements on the heaviest workloads may
 be worth more than a second pass on the eighth; or, the other way, shorter second passes on
 more workloads.  `cap-C`: per-workload cap C (16, 24, 48 or 64) within the same global budget,
 every first round still taking over up to 8 schedules (``transfer_limit`` would take a quarter
