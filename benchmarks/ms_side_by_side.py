@@ -45,12 +45,13 @@ def library(budget: int) -> Variant:
     return lambda net, database, **measure: library_order(net, database, budget=budget, **measure)
 
 
-def within(context: Callable[[], ContextManager], budget: int) -> Variant:
-    """The library's order with ``budget``, run inside ``context()`` (e.g. :func:`patched`)."""
+def within(context: Callable[[], ContextManager], budget: int, cap: int = 32) -> Variant:
+    """The library's order with ``budget`` (at most ``cap`` per task), run inside ``context()``
+    (e.g. :func:`patched`)."""
 
     def variant(net, database, **measure):
         with context():
-            return library_order(net, database, budget=budget, **measure)
+            return library_order(net, database, budget=budget, cap=cap, **measure)
 
     return variant
 

@@ -20,19 +20,15 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ms_side_by_side import library, library_order, main, patched  # noqa: E402
+from ms_side_by_side import library, main, patched, within  # noqa: E402
 from tvm.s_tir.meta_schedule.post_optimization import search  # noqa: E402
 
 
 def capped(cap: int, budget: int):
     """The library's order with ``budget`` in all and at most ``cap`` per workload, each first
     round taking over as many schedules as with a cap of 32."""
-
-    def variant(net, database, **measure):
-        with patched(search, "transfer_limit", lambda limit: lambda _budget: limit(32)):
-            return library_order(net, database, budget=budget, cap=cap, **measure)
-
-    return variant
+    as_with_32 = lambda limit: lambda _budget: limit(32)  # noqa: E731
+    return within(lambda: patched(search, "transfer_limit", as_with_32), budget, cap=cap)
 
 
 if __name__ == "__main__":
